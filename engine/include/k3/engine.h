@@ -1,0 +1,114 @@
+// The public boundary of the engine: what the server and the CLI see. No tensors, dtypes or
+// kernels cross it. An Engine holds the loaded model (trunk, expert cache, kernels, compute
+// threads); a Session holds one sequence's state (token history, KDA recurrent state and conv
+// history, MLA KV rows) and its logits. Neither is thread-safe: exactly one thread (the daemon's
+// engine worker, or the CLI's main thread) uses an Engine and its Sessions.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+// Expected per-request failures are returned, not thrown.
+enum class StatusCode {
+    Ok,
+    Cancelled,         // the cancel flag was set; the session is left at a consistent prefix
+    ContextFull,       // the sequence would exceed the session's context
+    InvalidArgument,   // bad token id, empty prompt, ...
+    IoError,           // a weight read failed or came back short: no token was produced from it
+    Internal,
+};
+
+struct Status {
+    StatusCode code = StatusCode::Ok;
+    std::string message;
+    bool ok() const { return code == StatusCode::Ok; }
+    static Status Ok() { return {}; }
+};
+
+using CancelFlag = std::atomic<bool>;
+
+// How much memory the engine may use for weights (spec 5.2, issue "memory dial").
+struct MemoryOptions {
+    std::string preset;        // "" (everything resident), "laptop", "desktop", "workstation",
+                               // "server", "max", "auto"
+    double trunk_gb = -1;      // explicit overrides; < 0 = from the preset
+    double cache_gb = -1;
+    std::string trunk_dir;     // optional packed trunk (k3serve pack-trunk)
+};
+
+struct EngineOptions {
+    std::string model_dir;
+    MemoryOptions memory;
+    int threads = 0;           // 0 = number of physical cores
+    std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512" to force
+};
+
+// Facts about the loaded model, for logs, /props and /v1/models.
+struct ModelInfo {
+    std::string name;              // directory name of the checkpoint
+    std::string shape;             // one-line shape summary
+    std::string kernels;           // selected kernel set
+    std::string memory_plan;       // human-readable plan
+    int n_vocab = 0;
+    int n_ctx_max = 0;             // largest context a session may ask for
+    int bos_token_id = -1, eos_token_id = -1;
+    int64_t kv_bytes_per_position = 0;
+    std::string fingerprint;       // identifies model + weights; state is only reused under the same one
+};
+
+// Cumulative counters (monotonic since load), for the run report and /metrics.
+struct EngineStats {
+    uint64_t tokens_evaluated = 0;
+    uint64_t trunk_bytes_read = 0;
+    uint64_t expert_bytes_read = 0;
+    uint64_t expert_requests = 0;
+    uint64_t expert_hits = 0;          // served from the cache without a read
+    uint64_t expert_evictions = 0;
+    uint64_t expert_read_failures = 0;
+    double io_seconds = 0;             // time spent waiting for reads
+    double compute_seconds = 0;
+    int pinned_layers = 0;
+    int ring_slots = 0;
+};
+
+class Session {
+public:
+    virtual ~Session() = default;
+
+    // Make the session's sequence equal `tokens` and compute the logits of its last position.
+    // Reuses the longest verified prefix already evaluated (KV rows and a KDA snapshot) and
+    // evaluates only the rest; *reused receives how many tokens were not recomputed.
+    // Checks `cancel` between layers; on cancel or error the session stays usable.
+    virtual Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused = nullptr) = 0;
+    // Append one token (decode step) and compute its logits.
+    virtual Status append(int32_t token, const CancelFlag& cancel) = 0;
+    // Logits of the last evaluated position, [n_vocab].
+    virtual std::span<const float> logits() const = 0;
+    virtual std::span<const int32_t> tokens() const = 0;
+    virtual int n_ctx() const = 0;
+    // Evaluate `tokens` from an empty state and return the logits of every position,
+    // [tokens.size()][n_vocab] row-major (for --dump-logits and golden tests).
+    virtual Status prefill_all_logits(std::span<const int32_t> tokens, std::vector<float>& out) = 0;
+};
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    // Loads and validates the checkpoint; throws k3::Error (util/error.h) naming the file and
+    // what is wrong. `progress` (may be empty) receives human-readable loading status lines.
+    static std::unique_ptr<Engine> load(const EngineOptions& options,
+                                        const std::function<void(const std::string&)>& progress = {});
+
+    virtual const ModelInfo& info() const = 0;
+    virtual EngineStats stats() const = 0;
+    virtual std::unique_ptr<Session> new_session(int n_ctx) = 0;
+};
+
+}  // namespace k3

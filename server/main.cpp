@@ -1,0 +1,57 @@
+// k3serve: one binary, many subcommands. This file only dispatches; every subcommand lives in
+// its own file (engine/tools/*.cpp for the engine-level ones, server/serve.cpp for the daemon).
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "k3/tools.h"
+#include "serve.h"
+
+namespace {
+
+struct Command {
+    const char* name;
+    int (*main)(int, char**);
+    const char* summary;
+};
+
+const Command kCommands[] = {
+    {"serve", k3::server::serve_main, "run the OpenAI-compatible daemon"},
+    {"run", k3::tools::run_main, "generate from a prompt on the command line"},
+    {"make-model", k3::tools::make_model_main, "write a synthetic Kimi K3 checkpoint (presets tiny ... k3-mini)"},
+    {"verify", k3::tools::verify_main, "check a checkpoint completely before serving it"},
+    {"inspect", k3::tools::inspect_main, "print a checkpoint's shape, bytes and memory needs"},
+    {"tokenize", k3::tools::tokenize_main, "text on stdin -> token ids (JSON array)"},
+    {"detokenize", k3::tools::detokenize_main, "token ids (JSON array) on stdin -> text"},
+    {"pack-trunk", k3::tools::pack_trunk_main, "copy the dense trunk into one aligned file"},
+    {"diskbench", k3::tools::diskbench_main, "measure read bandwidth the way the engine reads"},
+};
+
+void usage(FILE* out) {
+    std::fprintf(out, "usage: k3serve <command> [options]   (k3serve <command> --help for more)\n\ncommands:\n");
+    for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
+    std::fprintf(out, "\nk3serve --version prints the version.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    std::string_view cmd = argv[1];
+    if (cmd == "--version" || cmd == "version") {
+        std::printf("k3serve %s\n", K3_VERSION);
+        return 0;
+    }
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+        usage(stdout);
+        return 0;
+    }
+    for (const auto& c : kCommands)
+        if (cmd == c.name) return c.main(argc - 1, argv + 1);
+    std::fprintf(stderr, "k3serve: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
