@@ -1,0 +1,56 @@
+// Where the forward pass gets its trunk and expert bytes. The embedding, lm_head and model-level
+// norms are always resident (the engine loads them itself); a WeightStore serves the layer runs
+// and the routed experts, either all resident (make_resident_store) or within a memory budget
+// by streaming from disk (io/streaming_store: pinned layers + read ring, expert cache).
+// Bytes are laid out exactly as on disk, so a tensor is run + Checkpoint::offset_in_layer().
+// Used only by the engine's owning thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "checkpoint.h"
+#include "k3/engine.h"
+
+namespace k3 {
+
+struct WeightStoreStats {
+    uint64_t trunk_bytes_read = 0;
+    uint64_t expert_bytes_read = 0;
+    uint64_t expert_requests = 0;
+    uint64_t expert_hits = 0;
+    uint64_t expert_evictions = 0;
+    uint64_t expert_read_failures = 0;
+    double io_wait_seconds = 0;
+    int pinned_layers = 0;
+    int ring_slots = 0;
+};
+
+class WeightStore {
+public:
+    virtual ~WeightStore() = default;
+
+    // The bytes of layer il's trunk run, blocking until they are in memory; valid until
+    // release_layer(il). May start read-ahead of the following layers.
+    virtual Status acquire_layer(int il, const uint8_t** run) = 0;
+    virtual void release_layer(int il) = 0;
+
+    // Makes the listed experts of layer il resident (reads issued together, in offset order)
+    // and sets out[j] to expert experts[j]'s run (six tensors back to back, as on disk).
+    // Valid until release_experts(il). A failed or short read is an IoError naming the file
+    // and offset; no pointer is handed out for it.
+    virtual Status acquire_experts(int il, std::span<const int32_t> experts, const uint8_t** out) = 0;
+    virtual void release_experts(int il) = 0;
+    // Largest number of distinct experts one acquire_experts call may ask for.
+    virtual int max_experts_per_acquire() const = 0;
+
+    // Hint: these experts of layer il are likely to be asked for soon.
+    virtual void prefetch_experts(int /*il*/, std::span<const int32_t> /*experts*/) {}
+
+    virtual WeightStoreStats stats() const = 0;
+};
+
+// Everything read into memory once at load.
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt);
+
+}  // namespace k3
