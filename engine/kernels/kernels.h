@@ -37,6 +37,7 @@ struct Kernels {
     // One KDA delta-rule step for one head and one token (spec 2.5 step 6). S [D][D] (row i =
     // key channel), updated in place: S[i][:] *= alpha[i]; u = k^T S; S += k (beta (v - u))^T;
     // o = qs^T S, with qs = q already scaled by 1/sqrt(D) by the caller.
+    // D <= kKdaMaxHeadDim (the kernels keep u on the stack).
     void (*kda_step)(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                      float* o, int D);
 
@@ -46,6 +47,9 @@ struct Kernels {
     void (*attend_head)(const float* q, const float* keys, int64_t key_stride, const float* vals,
                         int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch);
 };
+
+// Largest KDA head dimension kda_step accepts (K3 uses 128).
+inline constexpr int kKdaMaxHeadDim = 512;
 
 // The scalar reference set: the definition of every kernel, and the portable fallback.
 const Kernels& scalar_kernels();

@@ -1,0 +1,41 @@
+// Private to engine/kernels: how dispatch.cpp reaches the ISA tables, and the small format
+// helpers the ISA files share. Model code includes kernels.h only.
+//
+// The reduction order is part of every kernel's definition (ref.cpp spells it out), and every
+// ISA set reproduces it exactly, so all kernel sets give bit-identical results:
+//  - a dot product of length n (bf16 row, dot_f32, attention score) keeps 16 fp32 lanes;
+//    element i goes to lane i % 16 with a fused multiply-add, in increasing i; the lanes are
+//    then summed by a halving tree: lane[k] += lane[k+8], then [k] += [k+4], [k] += [k+2],
+//    [0] += [1]. That is the natural reduction of one 512-bit or two 256-bit registers.
+//  - an MXFP4 row keeps the same 16 lanes, but by packed byte: byte j of the row (elements
+//    2j and 2j+1) goes to lane j % 16, low nibble first, then the same tree.
+//  - sums over positions or key channels (attention values, KDA reads) are one fused
+//    multiply-add chain per output element, in increasing position / channel.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace k3 {
+
+inline constexpr int kReduceLanes = 16;
+
+// E8M0 scale byte -> the bits of the fp32 multiplier 2^(s-127) (s = 255 -> 0.0f). s = 0 is the
+// subnormal 2^-127, whose mantissa is 1 << 22. Same value as e8m0_to_float, usable in SIMD code.
+inline uint32_t e8m0_bits(uint8_t s) {
+    if (s == 255) return 0u;
+    if (s == 0) return 1u << 22;
+    return static_cast<uint32_t>(s) << 23;
+}
+
+// What select_kernels() does with the value of K3_KERNELS (nullptr or "" = best available).
+const Kernels& kernels_for_request(const char* request);
+
+#if K3_HAVE_AVX2
+const Kernels& avx2_table();  // avx2.cpp; only call when the CPU has AVX2+FMA+F16C
+#endif
+#if K3_HAVE_AVX512
+const Kernels& avx512_table();  // avx512.cpp; only call when the CPU has AVX-512 F/BW/VL/DQ
+#endif
+
+}  // namespace k3
