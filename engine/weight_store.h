@@ -24,6 +24,12 @@ struct WeightStoreStats {
     double io_wait_seconds = 0;
     int pinned_layers = 0;
     int ring_slots = 0;
+    // Added by the streaming store (io/): where the reads and the waiting went.
+    uint64_t expert_prefetch_reads = 0;   // experts read ahead by prefetch_experts
+    uint64_t expert_prefetch_hits = 0;    // requests served by such a read-ahead
+    uint64_t trunk_layer_reads = 0;       // layer runs read (pinned first touch + ring)
+    double trunk_wait_seconds = 0;        // part of io_wait_seconds spent waiting for trunk layers
+    double expert_wait_seconds = 0;       // part of io_wait_seconds spent waiting for experts
 };
 
 class WeightStore {
@@ -52,5 +58,14 @@ public:
 
 // Everything read into memory once at load.
 std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt);
+
+namespace io {
+struct MemoryPlan;
+}
+// Within a memory budget (io/memory_plan.h: make_memory_plan(footprint_of(ckpt), options,
+// read_mem_available())): pinned layers + read ring for the trunk, a budgeted expert cache,
+// O_DIRECT reads with several in flight. Throws k3::Error (Checkpoint for a packed trunk that
+// does not match, Memory when allocation fails).
+std::unique_ptr<WeightStore> make_streaming_store(const Checkpoint& ckpt, const io::MemoryPlan& plan);
 
 }  // namespace k3
