@@ -41,7 +41,10 @@ std::span<const PresetBudget> memory_presets() { return kPresets; }
 
 std::string format_gb(int64_t bytes) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GB", double(bytes) / kGB);
+    if (bytes != 0 && bytes < int64_t(kGB / 10))
+        std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f GB", double(bytes) / kGB);
     return buf;
 }
 

@@ -1,0 +1,173 @@
+// Memory plans: presets, explicit budgets, auto, largest-first pinning with the ring fitting
+// first, and refusals that say what was asked, what is available and what to change.
+#include <doctest/doctest.h>
+
+#include "io/memory_plan.h"
+#include "util/error.h"
+
+using namespace k3;
+using namespace k3::io;
+
+namespace {
+
+constexpr int64_t MB = 1000 * 1000;
+
+// A k3-mini-like footprint: a big dense layer 0, then 23 MoE layers of two sizes.
+ModelFootprint mini_like() {
+    ModelFootprint f;
+    f.layer_alloc_bytes.push_back(150 * MB);
+    for (int il = 1; il < 24; ++il) f.layer_alloc_bytes.push_back((il % 4 == 3 ? 80 : 66) * MB);
+    f.expert_slot_bytes = 1257472;  // window_capacity(1,253,376)
+    f.routed_experts = 23 * 256;
+    f.experts_per_token = 16;
+    f.resident_bytes = 270 * MB;
+    return f;
+}
+
+int64_t sum_alloc(const ModelFootprint& f) {
+    int64_t s = 0;
+    for (auto b : f.layer_alloc_bytes) s += b;
+    return s;
+}
+
+MemoryOptions opts(std::string preset, double trunk = -1, double cache = -1) {
+    MemoryOptions o;
+    o.preset = std::move(preset);
+    o.trunk_gb = trunk;
+    o.cache_gb = cache;
+    return o;
+}
+
+constexpr int64_t kPlenty = int64_t(200) * 1000 * MB;
+
+}  // namespace
+
+TEST_CASE("the preset table has the C engine's names and K3 budgets") {
+    auto presets = memory_presets();
+    REQUIRE(presets.size() == 5);
+    CHECK(presets[0].name == "laptop");
+    CHECK(presets[0].trunk_gb == 3.0);
+    CHECK(presets[0].cache_gb == 1.0);
+    CHECK(presets[1].name == "desktop");
+    CHECK(presets[2].name == "workstation");
+    CHECK(presets[2].trunk_gb == 60.0);
+    CHECK(presets[3].name == "server");
+    CHECK(presets[3].cache_gb == 13.0);
+    CHECK(presets[4].name == "max");
+    CHECK(presets[4].cache_gb == 109.0);
+}
+
+TEST_CASE("plan_trunk pins largest first and keeps a ring that fits") {
+    auto f = mini_like();
+    SUBCASE("budget for everything: resident, no ring") {
+        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, sum_alloc(f));
+        CHECK(p.n_pinned == 24);
+        CHECK(p.ring_slots == 0);
+    }
+    SUBCASE("300 MB: just the ring, two slots of the largest layer") {
+        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 300 * MB);
+        CHECK(p.n_pinned == 0);
+        CHECK(p.ring_slots == 2);
+        CHECK(p.slot_bytes == 150 * MB);
+    }
+    SUBCASE("320 MB: pinning the 150 MB layer 0 shrinks the ring slots to 80 MB, so it is pinned") {
+        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 320 * MB);
+        CHECK(p.pinned[0]);
+        CHECK(p.n_pinned == 1);
+        CHECK(p.ring_slots == 2);
+        CHECK(p.slot_bytes == 80 * MB);
+        CHECK(p.total_bytes() <= 320 * MB);
+    }
+    SUBCASE("1 GB: the largest layers are pinned, everything within budget") {
+        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 1000 * MB);
+        CHECK(p.total_bytes() <= 1000 * MB);
+        CHECK(p.pinned[0]);
+        for (int il : {3, 7, 11, 15, 19}) CHECK(p.pinned[il]);  // the 80 MB layers
+        // Nothing else fits: one more 66 MB layer would exceed the budget.
+        CHECK(p.total_bytes() + 66 * MB > 1000 * MB);
+    }
+    SUBCASE("below the smallest ring: a usage error with the minimum") {
+        CHECK_THROWS_WITH_AS(plan_trunk(f.layer_alloc_bytes, 100 * MB), doctest::Contains("raise --trunk-gb to at least"),
+                             Error);
+        try {
+            plan_trunk(f.layer_alloc_bytes, 100 * MB);
+        } catch (const Error& e) {
+            CHECK(e.kind() == ErrorKind::Usage);
+        }
+    }
+}
+
+TEST_CASE("presets and explicit budgets, capped at what the model needs") {
+    auto f = mini_like();
+    MemoryPlan resident = make_memory_plan(f, MemoryOptions{}, kPlenty);
+    CHECK_FALSE(resident.streaming);
+    CHECK(resident.trunk.n_pinned == 24);
+    CHECK(resident.cache_slots == 23 * 256);
+
+    MemoryPlan laptop = make_memory_plan(f, opts("laptop"), kPlenty);
+    CHECK(laptop.streaming);
+    CHECK(laptop.trunk.n_pinned == 24);  // 3 GB covers this trunk
+    CHECK(laptop.cache_slots == int(int64_t(1000) * MB / f.expert_slot_bytes));
+    CHECK(laptop.describe().find("preset laptop") != std::string::npos);
+
+    MemoryPlan max = make_memory_plan(f, opts("max"), kPlenty);
+    CHECK(max.cache_slots == 23 * 256);  // capped at the pool
+
+    // Explicit values override the preset; unset parts mean "everything".
+    MemoryPlan mixed = make_memory_plan(f, opts("laptop", 0.3, -1), kPlenty);
+    CHECK(mixed.trunk.ring_slots == 2);
+    CHECK(mixed.cache_slots == int(int64_t(1000) * MB / f.expert_slot_bytes));
+    MemoryPlan cache_only = make_memory_plan(f, opts("", -1, 0.5), kPlenty);
+    CHECK(cache_only.streaming);
+    CHECK(cache_only.trunk.n_pinned == 24);
+    CHECK(cache_only.cache_slots == int(int64_t(500) * MB / f.expert_slot_bytes));
+
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, opts("huge"), kPlenty), doctest::Contains("unknown memory preset 'huge'"), Error);
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, opts("", -1, 0.01), kPlenty), doctest::Contains("raise --cache-gb"), Error);
+}
+
+TEST_CASE("auto: trunk first, then cache, with a reserve, for any memory size") {
+    auto f = mini_like();
+    // Plenty: everything.
+    MemoryPlan big = make_memory_plan(f, opts("auto"), int64_t(24) * 1000 * MB);
+    CHECK(big.trunk.n_pinned == 24);
+    CHECK(big.cache_slots == 23 * 256);
+    CHECK(big.need_bytes < int64_t(24) * 1000 * MB * 95 / 100);
+    // 6 GB available: the trunk (1.7 GB) still fits whole; the cache gets the rest minus reserve.
+    MemoryPlan mid = make_memory_plan(f, opts("auto"), int64_t(6) * 1000 * MB);
+    CHECK(mid.trunk.n_pinned == 24);
+    CHECK(mid.cache_slots > 1000);
+    CHECK(mid.cache_slots < 23 * 256);
+    CHECK(mid.need_bytes <= int64_t(6) * 1000 * MB - int64_t(2) * 1000 * MB);  // the reserve is kept
+    // 2.8 GB: the trunk is cut to a ring and some pins.
+    MemoryPlan small = make_memory_plan(f, opts("auto"), int64_t(2800) * MB);
+    CHECK(small.trunk.n_pinned < 24);
+    CHECK(small.trunk.ring_slots == 2);
+    // Too little for anything: a usage error that says how much there is.
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, opts("auto"), int64_t(1500) * MB), doctest::Contains("MemAvailable is 1.50 GB"),
+                         Error);
+}
+
+TEST_CASE("a plan above 95% of MemAvailable is refused before allocating, saying what to change") {
+    auto f = mini_like();
+    const int64_t avail = int64_t(8) * 1000 * MB;  // resident needs ~1.6 + 7.4 + 0.27 GB
+    try {
+        make_memory_plan(f, MemoryOptions{}, avail);
+        FAIL("resident plan should be refused");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::Memory);
+        std::string m = e.what();
+        CHECK(m.find("needs 9.") != std::string::npos);               // what was asked
+        CHECK(m.find("MemAvailable is 8.00 GB") != std::string::npos); // what is available
+        CHECK(m.find("7.60 GB") != std::string::npos);                 // the 95% limit
+        CHECK(m.find("--cache-gb") != std::string::npos);              // what to change
+    }
+    // Just under the limit passes.
+    MemoryPlan ok = make_memory_plan(f, opts("", -1, 5.0), avail);
+    CHECK(ok.need_bytes <= avail * 95 / 100);
+}
+
+TEST_CASE("MemAvailable is read from /proc/meminfo") {
+    int64_t avail = read_mem_available();
+    CHECK(avail > int64_t(64) << 20);
+}
