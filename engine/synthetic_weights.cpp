@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string_view>
 
 #include "kernels/kernels.h"
+#include "synthetic_vocab.h"
 #include "util/check.h"
 
 namespace k3 {
@@ -154,6 +156,11 @@ TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t se
     r.kind = FillKind::NormalBf16;
     if (t.role == TensorRole::Embed) {
         r.a = 1.0f;
+    } else if (t.role == TensorRole::LmHead) {
+        r.a = 1.0f / std::sqrt(float(t.shape[1]));
+        r.row_len = t.shape[1];
+        r.quiet_from_row = t.shape[0] - kSpecialSlots;
+        r.quiet_gain = 0.05f;
     } else {
         const float gain = is_output_projection(name) ? 0.5f : 1.0f;
         r.a = gain / std::sqrt(float(t.shape[1]));
@@ -170,10 +177,16 @@ void fill_tensor_block(const TensorRecipe& r, int64_t tensor_bytes, int64_t bloc
     switch (r.kind) {
         case FillKind::NormalBf16:
         case FillKind::UniformBf16: {
-            const int64_t count = n / 2;
+            const int64_t count = n / 2, first = begin / 2;
             for (int64_t i = 0; i < count; ++i) {
                 const uint64_t bits = rng.next();
-                const float v = r.kind == FillKind::NormalBf16 ? r.a * normal64(bits) : r.a + (r.b - r.a) * unit16(bits);
+                float v;
+                if (r.kind == FillKind::UniformBf16) {
+                    v = r.a + (r.b - r.a) * unit16(bits);
+                } else {
+                    const bool quiet = r.row_len > 0 && (first + i) / r.row_len >= r.quiet_from_row;
+                    v = (quiet ? r.a * r.quiet_gain : r.a) * normal64(bits);
+                }
                 const uint16_t h = f32_to_bf16(v);
                 std::memcpy(out + 2 * i, &h, 2);
             }

@@ -6,7 +6,10 @@
 //  - bf16 matrices [out][in]: ~N(0, gain^2/in); gain 1 for input projections (outputs keep the
 //    input's scale) and 0.5 for the projections that write into the residual stream (o_proj,
 //    down projections, routed_expert_up_proj), so the residual grows slowly within an
-//    attention-residual block; embeddings ~N(0, 1); lm_head gain 1 (logits of std ~1).
+//    attention-residual block; embeddings ~N(0, 1); lm_head gain 1 (logits of std ~1), except
+//    the rows of the 256 special slots, at gain 0.05: like a trained model's never-emitted
+//    reserved tokens, they are practically never the argmax, so greedy output is always text
+//    (and never ends early on an end-of-turn token).
 //  - norm gains uniform in [0.8, 1.2]; attention-residual scoring vectors ~N(0, 1/hidden), so the
 //    softmax over sources is neither uniform nor one-hot.
 //  - KDA: A_log = log(1..16) spread over the heads (rotated per layer), zero past num_heads;
@@ -34,6 +37,9 @@ enum class FillKind { NormalBf16, UniformBf16, UniformF32, ALogF32, Mxfp4Codes, 
 struct TensorRecipe {
     FillKind kind = FillKind::NormalBf16;
     float a = 0, b = 0;     // NormalBf16: a = std; Uniform*: [a, b]
+    int64_t row_len = 0;    // NormalBf16: elements per row, and rows >= quiet_from_row get
+    int64_t quiet_from_row = INT64_MAX;  //   std a * quiet_gain (lm_head's special slots)
+    float quiet_gain = 1;
     int heads = 0;          // ALogF32: KDA heads (the rest of the vector is zero padding)
     int scale_base = 127;   // Mxfp4Scales: the E8M0 byte of a typical group
     int64_t row_bytes = 0;  // Mxfp4Scales: scale bytes per row

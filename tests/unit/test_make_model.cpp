@@ -532,6 +532,28 @@ TEST_CASE("trunk values: norm gains, A_log, router bias that reorders the top-k"
     }
     CHECK(changed > trials / 4);
     CHECK(changed < trials);  // and the scores still matter
+
+    // lm_head: the special slots' rows are quiet, so a normalised hidden state's argmax is text.
+    const auto head = bf16(kLmHeadName);
+    const int V = c.vocab_size;
+    for (int t = 0; t < 50; ++t) {
+        std::vector<float> x(static_cast<size_t>(E));
+        for (auto& v : x) {
+            state = mix64(state);
+            v = float(int64_t(state % 2001) - 1000) / 1000.0f * 1.732f;
+        }
+        int best = 0;
+        double best_logit = -1e30, special_max = -1e30;
+        for (int id = 0; id < V; ++id) {
+            double logit = 0;
+            for (int i = 0; i < E; ++i) logit += double(head[size_t(id) * size_t(E) + size_t(i)]) * x[size_t(i)];
+            if (logit > best_logit) best_logit = logit, best = id;
+            if (id >= V - 256) special_max = std::max(special_max, std::abs(logit));
+        }
+        CHECK(best < V - 256);
+        CHECK(best_logit > 1.5);         // text logits have std ~1 over 384 ranks
+        CHECK(special_max < best_logit / 4);
+    }
 }
 
 TEST_CASE("tokenizer files: byte ranks, unique merges, K3 specials at K3's relative ids") {
