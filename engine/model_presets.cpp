@@ -104,7 +104,7 @@ ModelConfig tiny_wide() {
     return c;
 }
 
-// Small enough to load and answer instantly on a laptop (about 40 MB), with a 4096-token
+// Small enough to load and answer instantly on a laptop (about 16 MB), with a 4096-token
 // vocabulary so text tokenizes into real multi-byte pieces.
 ModelConfig demo() {
     ModelConfig c = k3_family_defaults();
