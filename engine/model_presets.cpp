@@ -4,6 +4,8 @@
 // `k3-mini` the benchmark shape of design/performance.md.
 #include "model_presets.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "util/check.h"
@@ -183,6 +185,17 @@ const ModelPreset* find_preset(const std::string& name) {
     return nullptr;
 }
 
+namespace {
+
+// A float config value as its shortest decimal (1e-5 rather than 9.999999747378752e-06).
+double decimal(float f) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.7g", double(f));
+    return std::strtod(buf, nullptr);
+}
+
+}  // namespace
+
 std::string release_config_json(const ModelConfig& c) {
     using Json = nlohmann::ordered_json;
 
@@ -190,7 +203,7 @@ std::string release_config_json(const ModelConfig& c) {
         {"num_heads", c.kda_num_heads},
         {"head_dim", c.kda_head_dim},
         {"short_conv_kernel_size", c.short_conv_kernel_size},
-        {"gate_lower_bound", c.gate_lower_bound},
+        {"gate_lower_bound", decimal(c.gate_lower_bound)},
         {"use_full_rank_gate", true},
         {"full_attn_layers", c.full_attn_layers},
         {"kda_layers", c.kda_layers},
@@ -203,7 +216,7 @@ std::string release_config_json(const ModelConfig& c) {
         {"hidden_size", c.hidden_size},
         {"num_hidden_layers", c.num_hidden_layers},
         {"vocab_size", c.vocab_size},
-        {"rms_norm_eps", c.rms_norm_eps},
+        {"rms_norm_eps", decimal(c.rms_norm_eps)},
         {"intermediate_size", c.intermediate_size},
         {"first_k_dense_replace", c.first_k_dense_replace},
         {"moe_layer_freq", 1},
@@ -223,7 +236,7 @@ std::string release_config_json(const ModelConfig& c) {
         {"num_shared_experts", c.num_shared_experts},
         {"routed_expert_hidden_size", c.routed_expert_hidden_size},
         {"moe_intermediate_size", c.moe_intermediate_size},
-        {"routed_scaling_factor", c.routed_scaling_factor},
+        {"routed_scaling_factor", decimal(c.routed_scaling_factor)},
         {"moe_renormalize", c.moe_renormalize},
         {"latent_moe_use_norm", c.latent_moe_use_norm},
         {"moe_router_activation_func", "sigmoid"},
@@ -232,8 +245,8 @@ std::string release_config_json(const ModelConfig& c) {
         {"topk_group", 1},
         {"topk_method", "noaux_tc"},
         {"hidden_act", "situ"},
-        {"activation_situ_beta", c.activation_situ_beta},
-        {"activation_situ_linear_beta", c.activation_situ_linear_beta},
+        {"activation_situ_beta", decimal(c.activation_situ_beta)},
+        {"activation_situ_linear_beta", decimal(c.activation_situ_linear_beta)},
         {"attn_res_block_size", c.attn_res_block_size},
         {"num_nextn_predict_layers", 0},
         {"tie_word_embeddings", false},

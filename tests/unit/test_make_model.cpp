@@ -202,6 +202,7 @@ TEST_CASE("config.json is the release's nested form") {
     CHECK(t["hidden_size"] == 160);
     CHECK(t["num_hidden_layers"] == 10);
     CHECK(t["hidden_act"] == "situ");
+    CHECK(t["rms_norm_eps"].get<double>() == 1e-5);  // written as the decimal, not the float's binary value
     CHECK(t["moe_router_activation_func"] == "sigmoid");
     CHECK(t["topk_method"] == "noaux_tc");
     CHECK(t["num_expert_group"] == 1);
