@@ -52,23 +52,34 @@ int TrunkRing::slot_of(int il) const {
 }
 
 // The first wanted layer that no slot holds, and a slot it may go to: one that is empty, or
-// holds a layer that is no longer wanted and is neither in use nor being read.
+// neither in use nor being read and holding a layer that is not wanted, or wanted only later in
+// the walk (read-ahead that was never handed out; it is read again when its turn comes). The
+// last case matters when the walk jumps back while a slot is still held: the held slot leaves
+// fewer slots than the window, and the layer needed first must win.
 bool TrunkRing::pick_work(int* slot, int* layer) const {
     std::vector<int> wanted = wanted_layers();
-    for (int il : wanted) {
+    auto rank = [&](int il) {
+        auto it = std::find(wanted.begin(), wanted.end(), il);
+        return it == wanted.end() ? int(wanted.size()) : int(it - wanted.begin());
+    };
+    for (size_t w = 0; w < wanted.size(); ++w) {
+        int il = wanted[w];
         if (slot_of(il) >= 0) continue;
+        int best = -1, best_rank = int(w);
         for (int s = 0; s < int(slots_.size()); ++s) {
             const Slot& c = slots_[s];
-            bool claimable = c.state == State::Empty ||
-                             ((c.state == State::Ready || c.state == State::Failed) &&
-                              std::find(wanted.begin(), wanted.end(), c.layer) == wanted.end());
-            if (claimable) {
-                *slot = s;
-                *layer = il;
-                return true;
+            int r = c.state == State::Empty ? int(wanted.size()) + 1
+                    : (c.state == State::Ready || c.state == State::Failed) ? rank(c.layer)
+                                                                             : -1;
+            if (r > best_rank) {  // the slot whose layer is needed last (or never)
+                best = s;
+                best_rank = r;
             }
         }
-        return false;  // keep walk order: never read a later layer before an earlier one
+        if (best < 0) return false;  // keep walk order: never read a later layer before an earlier one
+        *slot = best;
+        *layer = il;
+        return true;
     }
     return false;
 }
