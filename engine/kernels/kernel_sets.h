@@ -12,6 +12,8 @@
 //  - sums over positions or key channels (attention values, KDA reads) are one fused
 //    multiply-add chain per output element, in increasing position / channel.
 #pragma once
+#include <array>
+#include <bit>
 #include <cstdint>
 
 #include "kernels/kernels.h"
@@ -22,7 +24,7 @@ inline constexpr int kReduceLanes = 16;
 
 // E8M0 scale byte -> the bits of the fp32 multiplier 2^(s-127) (s = 255 -> 0.0f). s = 0 is the
 // subnormal 2^-127, whose mantissa is 1 << 22. Same value as e8m0_to_float, usable in SIMD code.
-inline uint32_t e8m0_bits(uint8_t s) {
+constexpr uint32_t e8m0_bits(uint8_t s) {
     if (s == 255) return 0u;
     if (s == 0) return 1u << 22;
     return static_cast<uint32_t>(s) << 23;
@@ -30,6 +32,21 @@ inline uint32_t e8m0_bits(uint8_t s) {
 
 // What select_kernels() does with the value of K3_KERNELS (nullptr or "" = best available).
 const Kernels& kernels_for_request(const char* request);
+
+// e8m0_to_float for every scale byte, as a table the SIMD files index per group.
+inline constexpr std::array<float, 256> kE8M0 = [] {
+    std::array<float, 256> t{};
+    for (int s = 0; s < 256; ++s) t[s] = std::bit_cast<float>(e8m0_bits(static_cast<uint8_t>(s)));
+    return t;
+}();
+
+// Tokens per pass of a matmul: the activations of one pass (tokens x cols fp32) should stay
+// in L2 while every weight row streams past them once.
+inline int64_t matmul_token_tile(int64_t cols) {
+    const int64_t budget_bytes = 256 * 1024;
+    const int64_t tile = (budget_bytes / (cols * 4)) & ~int64_t{3};
+    return tile < 4 ? 4 : (tile > 64 ? 64 : tile);
+}
 
 #if K3_HAVE_AVX2
 const Kernels& avx2_table();  // avx2.cpp; only call when the CPU has AVX2+FMA+F16C

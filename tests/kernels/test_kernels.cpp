@@ -160,6 +160,7 @@ TEST_CASE("e8m0 scales: known values and edge cases") {
         float f;
         std::memcpy(&f, &bits, 4);
         CHECK_MESSAGE(f == e8m0_to_float(static_cast<uint8_t>(s)), "scale byte " << s);
+        CHECK(kE8M0[s] == e8m0_to_float(static_cast<uint8_t>(s)));
     }
 }
 
@@ -203,6 +204,15 @@ TEST_CASE("MXFP4 known-value rows, every kernel set") {
         x[1] = 1.0f;
         k.matvec_mxfp4(packed.data(), scales.data(), x.data(), &y, 1, cols);
         CHECK(y == 6.0f);
+
+        // Signs come from each nibble's own bit 3: 0x1a = (-1.0, +0.5), 0x92 = (+1.0, -0.5).
+        x[0] = 1.0f;  // x[1] is already 1
+        packed[0] = 0x1a;
+        k.matvec_mxfp4(packed.data(), scales.data(), x.data(), &y, 1, cols);
+        CHECK(y == -0.5f);
+        packed[0] = 0x92;
+        k.matvec_mxfp4(packed.data(), scales.data(), x.data(), &y, 1, cols);
+        CHECK(y == 0.5f);
 
         // Scale 255 zeroes its whole group (even with x huge), not its neighbour.
         std::fill(packed.begin(), packed.end(), 0x77);  // every element 6.0

@@ -1,0 +1,373 @@
+// AVX2 + FMA kernels. This file alone is compiled with -mavx2 -mfma -mf16c; dispatch.cpp calls
+// avx2_table() only on CPUs that have them. Every kernel reproduces ref.cpp bit for bit: the
+// reference's 16 lanes are two 256-bit registers (lanes 0-7 and 8-15), and its tree starts by
+// adding those two registers.
+//
+// Speed: as avx512.cpp, with half-width registers. bf16 matvec streams one row at a time;
+// matmul puts 4 tokens on each row; MXFP4 is decoded in registers (8-entry magnitude table
+// permute plus the sign bit, the table pre-multiplied by the group's scale).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernel_sets.h"
+#include "util/check.h"
+
+namespace k3 {
+namespace {
+
+// ---- shared pieces ----
+
+// 16 lanes as two registers.
+struct Acc16 {
+    __m256 lo = _mm256_setzero_ps();  // lanes 0-7
+    __m256 hi = _mm256_setzero_ps();  // lanes 8-15
+};
+
+// The reference's tree: [k]+[k+8] (lo + hi), [k]+[k+4], [k]+[k+2], [0]+[1].
+inline float reduce_lanes(const Acc16& a) {
+    const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+// Lane mask for the first n (0..8) of 8 floats, for maskload.
+inline __m256i first_lanes(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+}
+
+// bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
+inline __m256 load_bf16x8(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+// ---- bf16 matvec / matmul ----
+
+// Row W . TB tokens of X into Y[t * y_stride]. The column tail goes through zero-padded copies;
+// a padded lane adds 0 * 0, which leaves its sum unchanged.
+template <int TB>
+void bf16_row_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+    Acc16 acc[TB];
+    const int64_t full = cols & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        const __m256 w_lo = load_bf16x8(W + i), w_hi = load_bf16x8(W + i + 8);
+        for (int t = 0; t < TB; ++t) {
+            acc[t].lo = _mm256_fmadd_ps(w_lo, _mm256_loadu_ps(X + t * x_stride + i), acc[t].lo);
+            acc[t].hi = _mm256_fmadd_ps(w_hi, _mm256_loadu_ps(X + t * x_stride + i + 8), acc[t].hi);
+        }
+    }
+    if (full < cols) {
+        const int64_t rem = cols - full;
+        alignas(32) uint16_t w_pad[16] = {};
+        std::memcpy(w_pad, W + full, rem * sizeof(uint16_t));
+        const __m256 w_lo = load_bf16x8(w_pad), w_hi = load_bf16x8(w_pad + 8);
+        const __m256i m_lo = first_lanes(std::min<int64_t>(rem, 8)), m_hi = first_lanes(std::max<int64_t>(rem - 8, 0));
+        for (int t = 0; t < TB; ++t) {
+            const float* x = X + t * x_stride + full;
+            acc[t].lo = _mm256_fmadd_ps(w_lo, _mm256_maskload_ps(x, m_lo), acc[t].lo);
+            acc[t].hi = _mm256_fmadd_ps(w_hi, _mm256_maskload_ps(x + 8, m_hi), acc[t].hi);
+        }
+    }
+    for (int t = 0; t < TB; ++t) Y[t * y_stride] = reduce_lanes(acc[t]);
+}
+
+constexpr int kBf16Tokens = 4;
+
+void matmul_bf16_avx2(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
+    const int64_t tile = matmul_token_tile(cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t t1 = std::min(T, t0 + tile);
+        for (int64_t r = 0; r < rows; ++r) {
+            const uint16_t* row = W + r * cols;
+            int64_t t = t0;
+            for (; t + kBf16Tokens <= t1; t += kBf16Tokens)
+                bf16_row_tile<kBf16Tokens>(row, cols, X + t * cols, cols, Y + t * rows + r, rows);
+            switch (t1 - t) {
+                case 3: bf16_row_tile<3>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
+                case 2: bf16_row_tile<2>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
+                case 1: bf16_row_tile<1>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
+                default: break;
+            }
+        }
+    }
+}
+
+void matvec_bf16_avx2(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
+    matmul_bf16_avx2(W, x, y, rows, cols, 1);
+}
+
+// ---- MXFP4 matvec / matmul ----
+
+// x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones (see avx512.cpp).
+void split_even_odd(const float* x, float* out, int64_t cols) {
+    for (int64_t g = 0; g < cols; g += 32) {
+        for (int half = 0; half < 2; ++half) {  // elements 16*half .. 16*half+15
+            const __m256 a = _mm256_loadu_ps(x + g + 16 * half), b = _mm256_loadu_ps(x + g + 16 * half + 8);
+            // shuffle picks per 128-bit lane; permute4x64 (0,2,1,3) puts the 64-bit pairs in order.
+            const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+            const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm256_storeu_ps(out + g + 8 * half,
+                             _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))));
+            _mm256_storeu_ps(out + g + 16 + 8 * half,
+                             _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))));
+        }
+    }
+}
+
+// Eight packed bytes (one per lane) -> the fp32 weights of their low and high nibbles.
+// permutevar8x32 reads only the low 3 bits of each index: the magnitude code; bit 3 of the
+// nibble (byte bit 3 or 7) becomes the sign.
+struct Decoded8 {
+    __m256 lo, hi;
+};
+inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitudes) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8)));
+    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+    const __m256 mag_lo = _mm256_permutevar8x32_ps(magnitudes, b);
+    const __m256 mag_hi = _mm256_permutevar8x32_ps(magnitudes, _mm256_srli_epi32(b, 4));
+    const __m256 sign_lo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 28), sign));
+    const __m256 sign_hi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 24), sign));
+    return {_mm256_xor_ps(mag_lo, sign_lo), _mm256_xor_ps(mag_hi, sign_hi)};
+}
+
+// R rows x TB tokens; Xs holds split_even_odd x. Lanes 0-7 are the group's bytes 0-7, lanes
+// 8-15 its bytes 8-15; low nibble first, then high, as the reference.
+template <int R, int TB>
+void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+                int64_t y_stride) {
+    const __m256 table = _mm256_loadu_ps(kE2M1);  // codes 0..7: the magnitudes
+    const int64_t row_bytes = cols / 2, groups = cols / 32;
+    Acc16 acc[R][TB];
+    for (int64_t g = 0; g < groups; ++g) {
+        Decoded8 first[R], second[R];
+        for (int r = 0; r < R; ++r) {
+            const __m256 magnitudes = _mm256_mul_ps(table, _mm256_set1_ps(kE8M0[Sc[r * groups + g]]));
+            first[r] = decode8(P + r * row_bytes + g * 16, magnitudes);
+            second[r] = decode8(P + r * row_bytes + g * 16 + 8, magnitudes);
+        }
+        for (int t = 0; t < TB; ++t) {
+            const float* xs = Xs + t * x_stride + g * 32;
+            const __m256 even_lo = _mm256_loadu_ps(xs), even_hi = _mm256_loadu_ps(xs + 8);
+            const __m256 odd_lo = _mm256_loadu_ps(xs + 16), odd_hi = _mm256_loadu_ps(xs + 24);
+            for (int r = 0; r < R; ++r) {
+                acc[r][t].lo = _mm256_fmadd_ps(first[r].lo, even_lo, acc[r][t].lo);
+                acc[r][t].lo = _mm256_fmadd_ps(first[r].hi, odd_lo, acc[r][t].lo);
+                acc[r][t].hi = _mm256_fmadd_ps(second[r].lo, even_hi, acc[r][t].hi);
+                acc[r][t].hi = _mm256_fmadd_ps(second[r].hi, odd_hi, acc[r][t].hi);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+}
+
+void matmul_mxfp4_avx2(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
+                       int64_t cols, int64_t T) {
+    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
+    const int64_t tile = matmul_token_tile(cols);
+    thread_local std::vector<float> split;  // grown once per thread, then reused
+    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t n_tokens = std::min(T - t0, tile);
+        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
+        float* Yt = Y + t0 * rows;
+        const float* Xs = split.data();
+        if (n_tokens == 1) {
+            // One token: two rows at a time so two fma chains overlap.
+            int64_t r = 0;
+            for (; r + 2 <= rows; r += 2)
+                mxfp4_tile<2, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows);
+            if (r < rows)
+                mxfp4_tile<1, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows);
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t* P = packed + r * (cols / 2);
+            const uint8_t* Sc = scales + r * (cols / 32);
+            int64_t t = 0;
+            for (; t + 4 <= n_tokens; t += 4) mxfp4_tile<1, 4>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows);
+            switch (n_tokens - t) {
+                case 3: mxfp4_tile<1, 3>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
+                case 2: mxfp4_tile<1, 2>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
+                case 1: mxfp4_tile<1, 1>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
+                default: break;
+            }
+        }
+    }
+}
+
+void matvec_mxfp4_avx2(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
+                       int64_t cols) {
+    matmul_mxfp4_avx2(packed, scales, x, y, rows, cols, 1);
+}
+
+// ---- dot products ----
+
+// Accumulates a[0..n) . b[0..n) into 16 lanes (element i -> lane i % 16).
+inline void dot_lanes(const float* a, const float* b, int64_t n, Acc16& acc) {
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        acc.lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc.lo);
+        acc.hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc.hi);
+    }
+    if (full < n) {
+        const int64_t rem = n - full;
+        const __m256i m_lo = first_lanes(std::min<int64_t>(rem, 8)), m_hi = first_lanes(std::max<int64_t>(rem - 8, 0));
+        acc.lo = _mm256_fmadd_ps(_mm256_maskload_ps(a + full, m_lo), _mm256_maskload_ps(b + full, m_lo), acc.lo);
+        acc.hi = _mm256_fmadd_ps(_mm256_maskload_ps(a + full + 8, m_hi), _mm256_maskload_ps(b + full + 8, m_hi), acc.hi);
+    }
+}
+
+float dot_f32_avx2(const float* a, const float* b, int64_t n) {
+    Acc16 acc;
+    dot_lanes(a, b, n, acc);
+    return reduce_lanes(acc);
+}
+
+// ---- KDA recurrence ----
+
+// Every column j of S evolves on its own (u[j], the delta and o[j] involve column j only), so
+// the step runs column block by column block, each kept in registers through both passes, in
+// exactly the reference's per-element order. NV vectors of 8 columns starting at column j0.
+template <int NV>
+void kda_columns(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta, float* o,
+                 int D, int j0) {
+    __m256 u[NV];
+    for (int b = 0; b < NV; ++b) u[b] = _mm256_setzero_ps();
+    for (int i = 0; i < D; ++i) {  // 1. decay rows, 2. u = k^T S from the decayed rows
+        float* row = S + static_cast<int64_t>(i) * D + j0;
+        const __m256 a = _mm256_set1_ps(alpha[i]), ki = _mm256_set1_ps(k[i]);
+        for (int b = 0; b < NV; ++b) {
+            const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * b), a);
+            _mm256_storeu_ps(row + 8 * b, s);
+            u[b] = _mm256_fmadd_ps(ki, s, u[b]);
+        }
+    }
+    __m256 out[NV];
+    for (int b = 0; b < NV; ++b) {
+        u[b] = _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * b), u[b]);  // the delta v - u
+        out[b] = _mm256_setzero_ps();
+    }
+    for (int i = 0; i < D; ++i) {  // 3. delta write, 4. o = qs^T S from the updated rows
+        float* row = S + static_cast<int64_t>(i) * D + j0;
+        const __m256 kb = _mm256_set1_ps(k[i] * beta), qi = _mm256_set1_ps(qs[i]);
+        for (int b = 0; b < NV; ++b) {
+            const __m256 s = _mm256_fmadd_ps(kb, u[b], _mm256_loadu_ps(row + 8 * b));
+            _mm256_storeu_ps(row + 8 * b, s);
+            out[b] = _mm256_fmadd_ps(qi, s, out[b]);
+        }
+    }
+    for (int b = 0; b < NV; ++b) _mm256_storeu_ps(o + j0 + 8 * b, out[b]);
+}
+
+// The last D % 8 columns, one at a time, with the same operations.
+void kda_column_scalar(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                       float* o, int D, int j) {
+    float u = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = s * alpha[i];
+        u = std::fma(k[i], s, u);
+    }
+    const float delta = v[j] - u;
+    float out = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = std::fma(k[i] * beta, delta, s);
+        out = std::fma(qs[i], s, out);
+    }
+    o[j] = out;
+}
+
+void kda_step_avx2(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                   float* o, int D) {
+    K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
+    int j = 0;
+    for (; j + 32 <= D; j += 32) kda_columns<4>(S, qs, k, v, alpha, beta, o, D, j);
+    for (; j + 8 <= D; j += 8) kda_columns<1>(S, qs, k, v, alpha, beta, o, D, j);
+    for (; j < D; ++j) kda_column_scalar(S, qs, k, v, alpha, beta, o, D, j);
+}
+
+// ---- attention over cached positions ----
+
+void attend_head_avx2(const float* q, const float* keys, int64_t key_stride, const float* vals, int64_t val_stride,
+                      int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
+    if (n_pos <= 0) {
+        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
+        return;
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n_pos; s += 2) {  // two positions at a time: two independent chains
+        Acc16 a0, a1;
+        dot_lanes(q, keys + s * key_stride, dk, a0);
+        dot_lanes(q, keys + (s + 1) * key_stride, dk, a1);
+        scratch[s] = reduce_lanes(a0);
+        scratch[s + 1] = reduce_lanes(a1);
+    }
+    for (; s < n_pos; ++s) scratch[s] = dot_f32_avx2(q, keys + s * key_stride, dk);
+    // Softmax in position order exactly as the reference.
+    float max_score = -INFINITY;
+    for (s = 0; s < n_pos; ++s) {
+        scratch[s] = scratch[s] * scale;
+        if (scratch[s] > max_score) max_score = scratch[s];
+    }
+    float z = 0.0f;
+    for (s = 0; s < n_pos; ++s) {
+        scratch[s] = std::exp(scratch[s] - max_score);
+        z = z + scratch[s];
+    }
+    for (s = 0; s < n_pos; ++s) scratch[s] = scratch[s] / z;
+    // out[j] = fma chain over positions, 32 columns at a time, then 8, then one.
+    int j = 0;
+    for (; j + 32 <= dv; j += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (s = 0; s < n_pos; ++s) {
+            const __m256 p = _mm256_set1_ps(scratch[s]);
+            const float* val = vals + s * val_stride + j;
+            a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val), a0);
+            a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 8), a1);
+            a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 16), a2);
+            a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 24), a3);
+        }
+        _mm256_storeu_ps(out + j, a0);
+        _mm256_storeu_ps(out + j + 8, a1);
+        _mm256_storeu_ps(out + j + 16, a2);
+        _mm256_storeu_ps(out + j + 24, a3);
+    }
+    for (; j + 8 <= dv; j += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (s = 0; s < n_pos; ++s)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(scratch[s]), _mm256_loadu_ps(vals + s * val_stride + j), a);
+        _mm256_storeu_ps(out + j, a);
+    }
+    for (; j < dv; ++j) {
+        float a = 0.0f;
+        for (s = 0; s < n_pos; ++s) a = std::fma(scratch[s], vals[s * val_stride + j], a);
+        out[j] = a;
+    }
+}
+
+}  // namespace
+
+const Kernels& avx2_table() {
+    static const Kernels table = {
+        .name = "avx2",
+        .matvec_bf16 = matvec_bf16_avx2,
+        .matmul_bf16 = matmul_bf16_avx2,
+        .matvec_mxfp4 = matvec_mxfp4_avx2,
+        .matmul_mxfp4 = matmul_mxfp4_avx2,
+        .dot_f32 = dot_f32_avx2,
+        .kda_step = kda_step_avx2,
+        .attend_head = attend_head_avx2,
+    };
+    return table;
+}
+
+}  // namespace k3

@@ -1,0 +1,415 @@
+// AVX-512 (F, BW, VL, DQ) kernels. This file alone is compiled with those flags; dispatch.cpp
+// calls avx512_table() only on CPUs that have them. Every kernel reproduces ref.cpp bit for
+// bit: one 512-bit register is exactly the reference's 16 lanes (lane l = element i % 16, or
+// packed byte j % 16 for MXFP4), combined by the same halving tree.
+//
+// Speed: matvec streams each weight row once, several rows at a time so the fma chains
+// overlap; matmul computes a tile of rows x tokens per pass so a weight block is read once for
+// several tokens (and re-read from L2, not DRAM, for the next tokens of the tile); MXFP4 is
+// decoded in registers (nibbles -> 16-entry table permute, the table pre-multiplied by the
+// group's scale), never into memory.
+// GCC 12's AVX-512 headers build some intrinsics on _mm512_undefined_*(), which its
+// uninitialised-use analysis reports after inlining (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernel_sets.h"
+#include "util/check.h"
+
+namespace k3 {
+namespace {
+
+// ---- shared pieces ----
+
+// The reference's tree over 16 lanes: [k]+[k+8], [k]+[k+4], [k]+[k+2], [0]+[1].
+inline float reduce_lanes(__m512 v) {
+    const __m256 lo = _mm512_castps512_ps256(v);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
+inline __m512 widen_bf16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load_bf16(const uint16_t* p) {
+    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load_bf16_masked(const uint16_t* p, __mmask16 m) { return widen_bf16(_mm256_maskz_loadu_epi16(m, p)); }
+
+// ---- bf16 matvec / matmul ----
+
+// Y[t * y_stride + r] = row r of W . token t of X, for R rows and TB tokens. Each (row, token)
+// keeps its own 16-lane accumulator, so the tile shape never changes a result's bits.
+template <int R, int TB>
+void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+    __m512 acc[R][TB];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
+    const int64_t full = cols & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        __m512 x[TB];
+        for (int t = 0; t < TB; ++t) x[t] = _mm512_loadu_ps(X + t * x_stride + i);
+        for (int r = 0; r < R; ++r) {
+            const __m512 w = load_bf16(W + r * cols + i);
+            for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(w, x[t], acc[r][t]);
+        }
+    }
+    if (full < cols) {  // masked lanes add 0 * 0, which leaves their sums unchanged
+        const __mmask16 m = tail_mask(cols - full);
+        __m512 x[TB];
+        for (int t = 0; t < TB; ++t) x[t] = _mm512_maskz_loadu_ps(m, X + t * x_stride + full);
+        for (int r = 0; r < R; ++r) {
+            const __m512 w = load_bf16_masked(W + r * cols + full, m);
+            for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(w, x[t], acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+}
+
+// One row per tile: a single sequential stream reads DRAM faster here than several rows
+// interleaved (measured with bench_kernels), and one fma chain per 16 columns still computes
+// about twice as fast as one core's share of memory bandwidth. matmul puts up to 8 tokens on
+// each row, so the row is read once per 8 tokens (from L1 for the next 8).
+constexpr int kBf16Rows = 1;
+constexpr int kBf16Tokens = 8;
+
+// Rows [R rows starting at W] for tokens t0..t1 of X/Y.
+template <int R>
+void bf16_row_block(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t t0,
+                    int64_t t1) {
+    int64_t t = t0;
+    for (; t + kBf16Tokens <= t1; t += kBf16Tokens)
+        bf16_tile<R, kBf16Tokens>(W, cols, X + t * cols, cols, Y + t * rows, rows);
+    switch (t1 - t) {
+        case 7: bf16_tile<R, 7>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 6: bf16_tile<R, 6>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 5: bf16_tile<R, 5>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 4: bf16_tile<R, 4>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 3: bf16_tile<R, 3>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 2: bf16_tile<R, 2>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 1: bf16_tile<R, 1>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        default: break;
+    }
+}
+
+void matmul_bf16_avx512(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
+    const int64_t tile = matmul_token_tile(cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t t1 = std::min(T, t0 + tile);
+        int64_t r = 0;
+        for (; r + kBf16Rows <= rows; r += kBf16Rows)
+            bf16_row_block<kBf16Rows>(W + r * cols, X, Y + r, rows, cols, t0, t1);
+        if constexpr (kBf16Rows > 1)
+            for (; r < rows; ++r) bf16_row_block<1>(W + r * cols, X, Y + r, rows, cols, t0, t1);
+    }
+}
+
+void matvec_bf16_avx512(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
+    matmul_bf16_avx512(W, x, y, rows, cols, 1);
+}
+
+// ---- MXFP4 matvec / matmul ----
+
+// x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones, so that lane l
+// of a group (packed byte l: elements 2l and 2l+1) meets its x values with plain loads.
+void split_even_odd(const float* x, float* out, int64_t cols) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t g = 0; g < cols; g += 32) {
+        const __m512 a = _mm512_loadu_ps(x + g), b = _mm512_loadu_ps(x + g + 16);
+        _mm512_storeu_ps(out + g, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + g + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+
+// R rows x TB tokens; Xs holds the tokens' x already split by split_even_odd. Per group, the
+// low nibbles meet the even x values and then the high nibbles the odd ones: the reference's
+// order (low nibble first) in every lane.
+template <int R, int TB>
+void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+                int64_t y_stride) {
+    const __m512 table = _mm512_loadu_ps(kE2M1);
+    const __m512i low_nibble = _mm512_set1_epi32(0x0f);
+    const int64_t row_bytes = cols / 2, groups = cols / 32;
+    __m512 acc[R][TB];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+        __m512 w_lo[R], w_hi[R];
+        for (int r = 0; r < R; ++r) {
+            const __m512i bytes = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(P + r * row_bytes + g * 16)));
+            const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(kE8M0[Sc[r * groups + g]]));
+            w_lo[r] = _mm512_permutexvar_ps(_mm512_and_si512(bytes, low_nibble), scaled);
+            w_hi[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), scaled);
+        }
+        for (int t = 0; t < TB; ++t) {
+            const __m512 x_even = _mm512_loadu_ps(Xs + t * x_stride + g * 32);
+            const __m512 x_odd = _mm512_loadu_ps(Xs + t * x_stride + g * 32 + 16);
+            for (int r = 0; r < R; ++r) {
+                acc[r][t] = _mm512_fmadd_ps(w_lo[r], x_even, acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(w_hi[r], x_odd, acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+}
+
+constexpr int kMxfp4Rows = 4;
+constexpr int kMxfp4Tokens = 4;
+
+template <int R>
+void mxfp4_row_block(const uint8_t* P, const uint8_t* Sc, const float* Xs, float* Y, int64_t rows, int64_t cols,
+                     int64_t n_tokens) {
+    int64_t t = 0;
+    for (; t + kMxfp4Tokens <= n_tokens; t += kMxfp4Tokens)
+        mxfp4_tile<R, kMxfp4Tokens>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows);
+    switch (n_tokens - t) {
+        case 3: mxfp4_tile<R, 3>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
+        case 2: mxfp4_tile<R, 2>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
+        case 1: mxfp4_tile<R, 1>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
+        default: break;
+    }
+}
+
+void matmul_mxfp4_avx512(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
+                         int64_t cols, int64_t T) {
+    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
+    const int64_t tile = matmul_token_tile(cols);
+    // The split activations of one pass of tokens. Grown once per thread, then reused.
+    thread_local std::vector<float> split;
+    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t n_tokens = std::min(T - t0, tile);
+        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
+        float* Yt = Y + t0 * rows;
+        int64_t r = 0;
+        for (; r + kMxfp4Rows <= rows; r += kMxfp4Rows)
+            mxfp4_row_block<kMxfp4Rows>(packed + r * (cols / 2), scales + r * (cols / 32), split.data(), Yt + r,
+                                        rows, cols, n_tokens);
+        for (; r < rows; ++r)
+            mxfp4_row_block<1>(packed + r * (cols / 2), scales + r * (cols / 32), split.data(), Yt + r, rows, cols,
+                               n_tokens);
+    }
+}
+
+void matvec_mxfp4_avx512(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
+                         int64_t cols) {
+    matmul_mxfp4_avx512(packed, scales, x, y, rows, cols, 1);
+}
+
+// ---- dot products ----
+
+float dot_f32_avx512(const float* a, const float* b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+    if (full < n) {
+        const __mmask16 m = tail_mask(n - full);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + full), _mm512_maskz_loadu_ps(m, b + full), acc);
+    }
+    return reduce_lanes(acc);
+}
+
+// Four dot products against one q at once (independent chains overlap).
+void dot4_f32(const float* q, const float* k0, const float* k1, const float* k2, const float* k3, int64_t n,
+              float* out) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + i);
+        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + i), a0);
+        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k1 + i), a1);
+        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k2 + i), a2);
+        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k3 + i), a3);
+    }
+    if (full < n) {
+        const __mmask16 m = tail_mask(n - full);
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + full);
+        a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + full), a0);
+        a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k1 + full), a1);
+        a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k2 + full), a2);
+        a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k3 + full), a3);
+    }
+    out[0] = reduce_lanes(a0);
+    out[1] = reduce_lanes(a1);
+    out[2] = reduce_lanes(a2);
+    out[3] = reduce_lanes(a3);
+}
+
+// ---- KDA recurrence ----
+
+// D <= 16 * NV: u and o live in NV registers, the last one masked to D.
+template <int NV>
+void kda_step_regs(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                   float* o, int D) {
+    __mmask16 mask[NV];
+    for (int b = 0; b < NV; ++b) {
+        const int n = std::clamp(D - 16 * b, 0, 16);
+        mask[b] = tail_mask(n);
+    }
+    __m512 u[NV];
+    for (int b = 0; b < NV; ++b) u[b] = _mm512_setzero_ps();
+    // 1. decay rows and 2. read u = k^T S from the decayed rows
+    for (int i = 0; i < D; ++i) {
+        float* row = S + static_cast<int64_t>(i) * D;
+        const __m512 a = _mm512_set1_ps(alpha[i]), ki = _mm512_set1_ps(k[i]);
+        for (int b = 0; b < NV; ++b) {
+            const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[b], row + 16 * b), a);
+            _mm512_mask_storeu_ps(row + 16 * b, mask[b], s);
+            u[b] = _mm512_fmadd_ps(ki, s, u[b]);
+        }
+    }
+    // 3. delta write S += (k beta) (v - u) and 4. read o = qs^T S from the updated rows
+    __m512 delta[NV], out[NV];
+    for (int b = 0; b < NV; ++b) {
+        delta[b] = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask[b], v + 16 * b), u[b]);
+        out[b] = _mm512_setzero_ps();
+    }
+    for (int i = 0; i < D; ++i) {
+        float* row = S + static_cast<int64_t>(i) * D;
+        const __m512 kb = _mm512_set1_ps(k[i] * beta), qi = _mm512_set1_ps(qs[i]);
+        for (int b = 0; b < NV; ++b) {
+            const __m512 s = _mm512_fmadd_ps(kb, delta[b], _mm512_maskz_loadu_ps(mask[b], row + 16 * b));
+            _mm512_mask_storeu_ps(row + 16 * b, mask[b], s);
+            out[b] = _mm512_fmadd_ps(qi, s, out[b]);
+        }
+    }
+    for (int b = 0; b < NV; ++b) _mm512_mask_storeu_ps(o + 16 * b, mask[b], out[b]);
+}
+
+// Any D up to kKdaMaxHeadDim: the same arithmetic with u and the delta kept in memory.
+void kda_step_wide(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                   float* o, int D) {
+    alignas(64) float u[kKdaMaxHeadDim];
+    const int nv = (D + 15) / 16;
+    for (int b = 0; b < nv; ++b) _mm512_storeu_ps(u + 16 * b, _mm512_setzero_ps());
+    for (int i = 0; i < D; ++i) {
+        float* row = S + static_cast<int64_t>(i) * D;
+        const __m512 a = _mm512_set1_ps(alpha[i]), ki = _mm512_set1_ps(k[i]);
+        for (int b = 0; b < nv; ++b) {
+            const __mmask16 m = tail_mask(std::min(16, D - 16 * b));
+            const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + 16 * b), a);
+            _mm512_mask_storeu_ps(row + 16 * b, m, s);
+            _mm512_storeu_ps(u + 16 * b, _mm512_fmadd_ps(ki, s, _mm512_loadu_ps(u + 16 * b)));
+        }
+    }
+    for (int b = 0; b < nv; ++b) {
+        const __mmask16 m = tail_mask(std::min(16, D - 16 * b));
+        _mm512_storeu_ps(u + 16 * b, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + 16 * b), _mm512_loadu_ps(u + 16 * b)));
+        _mm512_mask_storeu_ps(o + 16 * b, m, _mm512_setzero_ps());
+    }
+    for (int i = 0; i < D; ++i) {
+        float* row = S + static_cast<int64_t>(i) * D;
+        const __m512 kb = _mm512_set1_ps(k[i] * beta), qi = _mm512_set1_ps(qs[i]);
+        for (int b = 0; b < nv; ++b) {
+            const __mmask16 m = tail_mask(std::min(16, D - 16 * b));
+            const __m512 s = _mm512_fmadd_ps(kb, _mm512_loadu_ps(u + 16 * b), _mm512_maskz_loadu_ps(m, row + 16 * b));
+            _mm512_mask_storeu_ps(row + 16 * b, m, s);
+            _mm512_mask_storeu_ps(o + 16 * b, m, _mm512_fmadd_ps(qi, s, _mm512_maskz_loadu_ps(m, o + 16 * b)));
+        }
+    }
+}
+
+void kda_step_avx512(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                     float* o, int D) {
+    K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
+    switch ((D + 15) / 16) {
+        case 1: return kda_step_regs<1>(S, qs, k, v, alpha, beta, o, D);
+        case 2: return kda_step_regs<2>(S, qs, k, v, alpha, beta, o, D);
+        case 3: return kda_step_regs<3>(S, qs, k, v, alpha, beta, o, D);
+        case 4: return kda_step_regs<4>(S, qs, k, v, alpha, beta, o, D);
+        case 5: return kda_step_regs<5>(S, qs, k, v, alpha, beta, o, D);
+        case 6: return kda_step_regs<6>(S, qs, k, v, alpha, beta, o, D);
+        case 7: return kda_step_regs<7>(S, qs, k, v, alpha, beta, o, D);
+        case 8: return kda_step_regs<8>(S, qs, k, v, alpha, beta, o, D);
+        default: return kda_step_wide(S, qs, k, v, alpha, beta, o, D);
+    }
+}
+
+// ---- attention over cached positions ----
+
+void attend_head_avx512(const float* q, const float* keys, int64_t key_stride, const float* vals,
+                        int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out,
+                        float* scratch) {
+    if (n_pos <= 0) {
+        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
+        return;
+    }
+    // Scores, four positions at a time.
+    int64_t s = 0;
+    for (; s + 4 <= n_pos; s += 4) {
+        const float* k0 = keys + s * key_stride;
+        dot4_f32(q, k0, k0 + key_stride, k0 + 2 * key_stride, k0 + 3 * key_stride, dk, scratch + s);
+    }
+    for (; s < n_pos; ++s) scratch[s] = dot_f32_avx512(q, keys + s * key_stride, dk);
+    // Softmax, scalar and in position order exactly as the reference (n_pos exps are cheap
+    // next to the n_pos * (dk + dv) multiply-adds).
+    float max_score = -INFINITY;
+    for (s = 0; s < n_pos; ++s) {
+        scratch[s] = scratch[s] * scale;
+        if (scratch[s] > max_score) max_score = scratch[s];
+    }
+    float z = 0.0f;
+    for (s = 0; s < n_pos; ++s) {
+        scratch[s] = std::exp(scratch[s] - max_score);
+        z = z + scratch[s];
+    }
+    for (s = 0; s < n_pos; ++s) scratch[s] = scratch[s] / z;
+    // out[j] = fma chain over positions; four 16-wide column blocks at a time.
+    int j = 0;
+    for (; j + 64 <= dv; j += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (s = 0; s < n_pos; ++s) {
+            const __m512 p = _mm512_set1_ps(scratch[s]);
+            const float* val = vals + s * val_stride + j;
+            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val), a0);
+            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 16), a1);
+            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 32), a2);
+            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 48), a3);
+        }
+        _mm512_storeu_ps(out + j, a0);
+        _mm512_storeu_ps(out + j + 16, a1);
+        _mm512_storeu_ps(out + j + 32, a2);
+        _mm512_storeu_ps(out + j + 48, a3);
+    }
+    for (; j < dv; j += 16) {
+        const __mmask16 m = tail_mask(std::min(16, dv - j));
+        __m512 a = _mm512_setzero_ps();
+        for (s = 0; s < n_pos; ++s)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(scratch[s]), _mm512_maskz_loadu_ps(m, vals + s * val_stride + j), a);
+        _mm512_mask_storeu_ps(out + j, m, a);
+    }
+}
+
+}  // namespace
+
+const Kernels& avx512_table() {
+    static const Kernels table = {
+        .name = "avx512",
+        .matvec_bf16 = matvec_bf16_avx512,
+        .matmul_bf16 = matmul_bf16_avx512,
+        .matvec_mxfp4 = matvec_mxfp4_avx512,
+        .matmul_mxfp4 = matmul_mxfp4_avx512,
+        .dot_f32 = dot_f32_avx512,
+        .kda_step = kda_step_avx512,
+        .attend_head = attend_head_avx512,
+    };
+    return table;
+}
+
+}  // namespace k3
