@@ -89,8 +89,14 @@ class Fixture:
 
 
 def fixture(preset):
+    """The fixture, built once; a failure to build it is remembered and re-raised, not retried."""
     if preset not in _fixtures:
-        _fixtures[preset] = Fixture(preset)
+        try:
+            _fixtures[preset] = Fixture(preset)
+        except Exception as e:  # noqa: BLE001 (re-raised by every test that needs it)
+            _fixtures[preset] = e
+    if isinstance(_fixtures[preset], Exception):
+        raise _fixtures[preset]
     return _fixtures[preset]
 
 
