@@ -9,7 +9,8 @@
 //    attention-residual block; embeddings ~N(0, 1); lm_head gain 1 (logits of std ~1), except
 //    the rows of the 256 special slots, at gain 0.05: like a trained model's never-emitted
 //    reserved tokens, they are practically never the argmax, so greedy output is always text
-//    (and never ends early on an end-of-turn token).
+//    (and never ends early on an end-of-turn token). MLA q_a_proj gain 3e-3, so the eps of
+//    q_a_layernorm matters (its outputs' mean square ~1e-5).
 //  - norm gains uniform in [0.8, 1.2]; attention-residual scoring vectors ~N(0, 1/hidden), so the
 //    softmax over sources is neither uniform nor one-hot.
 //  - KDA: A_log = log(1..16) spread over the heads (rotated per layer), zero past num_heads;

@@ -16,7 +16,7 @@ reference's own rounding). Weights are widened exactly from their stored bf16 / 
 `mutations` injects the deliberate mistakes of issue 3 (see MUTATIONS); the teeth test uses
 them to prove the golden fixtures catch each one.
 
-Command line:  k3_reference.py MODEL_DIR --ids 1,2,3 [--gen N] [--dump-logits PATH]
+Command line:  k3_reference.py MODEL_DIR --ids 1,2,3 [--gen N] [--dump-logits PATH] [--dump-hidden PATH]
 """
 
 import argparse
@@ -55,7 +55,7 @@ class ConfigError(Exception):
     pass
 
 
-class MissingTensor(KeyError):
+class MissingTensor(Exception):
     """A tensor the (possibly mutated) model needs is not in the checkpoint."""
 
 
@@ -144,7 +144,8 @@ def load_config(model_dir):
 # ---------------------------------------------------------------------------------------------
 
 def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    with np.errstate(over="ignore"):  # exp(-x) -> inf for very negative x gives the right 0
+        return 1.0 / (1.0 + np.exp(-x))
 
 
 def rms_norm(x, weight, eps):
@@ -286,7 +287,7 @@ class K3Reference:
         h = self.tensor(MODEL + "embed_tokens.weight", (c.vocab_size, E))[ids]
         blocks = []  # attention-residual snapshots, each [T][E]
         if trace is not None:
-            trace.update(layer_rms=[], layer_kind=[], routing=[], n_snapshots=0)
+            trace.update(layer_rms=[], layer_kind=[], routing=[], n_snapshots=0, hidden=[])
         for il in range(c.num_hidden_layers):
             h = self.decoder_layer(il, h, blocks, trace)
         # model-level aggregator over the snapshots and the final residual, then the final norm
@@ -341,6 +342,7 @@ class K3Reference:
         pref = pref + m
         if trace is not None:
             trace["layer_rms"].append(float(np.sqrt(np.mean(pref.astype(np.float64) ** 2))))
+            trace["hidden"].append(pref)
             trace["layer_kind"].append("MLA" if il in self.mla else "KDA")
         return pref
 
@@ -510,6 +512,8 @@ def main(argv):
     ap.add_argument("--ids", required=True, help="comma-separated prompt token ids")
     ap.add_argument("--gen", type=int, default=0, help="greedy tokens to generate (full prefill per step)")
     ap.add_argument("--dump-logits", help="write the prompt's logits, float32 LE [positions][vocab]")
+    ap.add_argument("--dump-hidden", help="write every decoder layer's output (the residual), float32 LE "
+                    "[layers][positions][hidden]")
     ap.add_argument("--float64", action="store_true", help="compute in float64 (self-check of rounding)")
     ap.add_argument("--mutate", action="append", default=[], choices=sorted(MUTATIONS),
                     help="inject a deliberate mistake (repeatable)")
@@ -520,6 +524,8 @@ def main(argv):
     logits = model.forward(prompt, trace)
     if args.dump_logits:
         logits.astype("<f4").tofile(args.dump_logits)
+    if args.dump_hidden:
+        np.stack(trace["hidden"]).astype("<f4").tofile(args.dump_hidden)
     print("layer kinds:", " ".join(trace["layer_kind"]))
     print("residual RMS per layer:", " ".join(f"{r:.3g}" for r in trace["layer_rms"]))
     print("argmax per position:", ",".join(str(int(i)) for i in np.argmax(logits, axis=-1)))
