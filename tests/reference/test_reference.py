@@ -16,6 +16,7 @@ Run: K3SERVE_BIN=build/k3serve /usr/bin/python3 -m unittest -v tests/reference/t
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,7 +33,6 @@ from make_goldens import default_binary, file_hashes, make_model, top2_margins  
 SOURCE_DIR = os.environ.get("K3_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
 GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "golden")
 GOLDEN_PRESETS = ["tiny", "tiny-wide"]
-MODEL_PREFIX = k3.MODEL
 GATE_REL_L2 = 1e-4           # the C++ forward pass's tolerance against these goldens
 TEETH_REL_L2 = 100 * GATE_REL_L2
 REGEN_HINT = "the generator no longer writes the checkpoint the goldens were computed from: rerun " \
@@ -266,7 +266,8 @@ class TestGoldens(unittest.TestCase):
                     except k3.MissingTensor as e:
                         # the mistaken layer map asks for tensors of the wrong attention kind:
                         # a checkpoint-bound model refuses to load, which is caught too
-                        cells.append("refused: no " + str(e).split(MODEL_PREFIX)[-1][:21])
+                        where = re.search(r"layers\.(\d+)\.self_attn\.([a-z_]+)", str(e))
+                        cells.append(f"refused: no layers.{where[1]} {where[2]}" if where else "refused")
                         caught = True
                         continue
                     r = rel_l2(logits, fx.logits)
