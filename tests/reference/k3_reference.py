@@ -48,6 +48,20 @@ MUTATIONS = {
     "norm_after_up_proj": "latent MoE RMSNorm applied after routed_expert_up_proj (unit gain) instead of before",
     "a_log_per_channel": "A_log broadcast over channels (A_log[channel % len]) instead of one value per head",
     "layer_map_zero_based": "full_attn_layers read as zero-based",
+    # More of the spec's silent-failure checklist (section 2.10), to show the fixtures catch
+    # those too.
+    "rope_scores_dropped": "MLA scores use q_nope.k_nope only, the shared rope slot is never scored",
+    "attn_res_mixes_normed_sources": "AttnRes mixes the RMS-normalised sources instead of the raw ones",
+    "attn_res_no_clear": "an attention-residual snapshot is taken but the running residual is not cleared",
+    "model_level_mix_skipped": "the final norm is applied to the last residual without the model-level AttnRes",
+    "conv_without_silu": "the KDA short conv output is used without its SiLU",
+    "l2_norm_mean": "KDA q/k normalised by the root MEAN square instead of the root sum of squares",
+    "delta_rule_read_before_write": "KDA output read from the state before the delta write",
+    "kda_gate_before_norm": "KDA sigmoid gate applied before the head RMSNorm",
+    "dt_bias_outside_decay_scale": "KDA decay argument a*z + dt_bias instead of a*(z + dt_bias)",
+    "situ_sigmoid_of_capped_gate": "SiTU-GLU sigmoid taken of the capped gate b1*tanh(g/b1)",
+    "expert_norm_per_expert": "latent MoE RMSNorm applied to each expert's output instead of the aggregate",
+    "router_softmax": "router scores from a softmax over experts instead of independent sigmoids",
 }
 
 
@@ -154,14 +168,16 @@ def rms_norm(x, weight, eps):
     return x * inv if weight is None else (weight * x) * inv
 
 
-def l2_norm(x, eps=KDA_L2_EPS):
+def l2_norm(x, eps=KDA_L2_EPS, mean_mistake=False):
     """KDA q/k norm over the last axis: x * rsqrt(sum(x^2) + eps) (sum, not mean)."""
-    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+    reduce = np.mean if mean_mistake else np.sum
+    return x / np.sqrt(reduce(x * x, axis=-1, keepdims=True) + eps)
 
 
-def situ_glu(gate, up, beta, linear_beta):
+def situ_glu(gate, up, beta, linear_beta, capped_sigmoid_mistake=False):
     """SiTU-GLU: a = b1*tanh(g/b1)*sigmoid(g) (sigmoid of the uncapped g), u = b2*tanh(up/b2)."""
-    a = beta * np.tanh(gate / beta) * sigmoid(gate)
+    capped = beta * np.tanh(gate / beta)
+    a = capped * sigmoid(capped if capped_sigmoid_mistake else gate)
     u = linear_beta * np.tanh(up / linear_beta)
     return a * u
 
@@ -183,7 +199,7 @@ def dequantize_mxfp4(packed, scales, swap_nibbles=False):
     return values  # exact in float64; every value is also exact in float32
 
 
-def delta_rule(q, k, v, beta, alpha):
+def delta_rule(q, k, v, beta, alpha, read_before_write_mistake=False):
     """KDA recurrence (spec 2.5 step 6), sequential over t, all heads at once.
 
     q, k, v, alpha [T][H][D]; beta [T][H]. State S[h] is [D_k][D_v], row i = key channel:
@@ -196,12 +212,15 @@ def delta_rule(q, k, v, beta, alpha):
     for t in range(T):
         S = S * alpha[t][:, :, None]                                            # 1. decay rows
         u = np.einsum("hi,hij->hj", k[t], S)                                    # 2. read decayed S
+        if read_before_write_mistake:
+            o[t] = np.einsum("hi,hij->hj", q_scaled[t], S)
         S = S + k[t][:, :, None] * (beta[t][:, None] * (v[t] - u))[:, None, :]  # 3. delta write
-        o[t] = np.einsum("hi,hij->hj", q_scaled[t], S)                          # 4. read updated S
+        if not read_before_write_mistake:
+            o[t] = np.einsum("hi,hij->hj", q_scaled[t], S)                      # 4. read updated S
     return o
 
 
-def nope_attention(q_nope, q_rope, k_nope, k_rope, v, scale):
+def nope_attention(q_nope, q_rope, k_nope, k_rope, v, scale, drop_rope_mistake=False):
     """Causal softmax attention of gated NoPE MLA (spec 2.6).
 
     q_nope [T][H][nope], q_rope [T][H][rope], k_nope [T][H][nope], k_rope [T][rope] (ONE
@@ -209,7 +228,9 @@ def nope_attention(q_nope, q_rope, k_nope, k_rope, v, scale):
     * scale over positions s <= t. Returns [T][H][vd].
     """
     T = q_nope.shape[0]
-    scores = np.einsum("thd,shd->hts", q_nope, k_nope) + np.einsum("thd,sd->hts", q_rope, k_rope)
+    scores = np.einsum("thd,shd->hts", q_nope, k_nope)
+    if not drop_rope_mistake:
+        scores = scores + np.einsum("thd,sd->hts", q_rope, k_rope)
     scores = scores * scale
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     scores = np.where(future, -np.inf, scores)
@@ -292,7 +313,8 @@ class K3Reference:
             h = self.decoder_layer(il, h, blocks, trace)
         # model-level aggregator over the snapshots and the final residual, then the final norm
         fold_out = self.fold(MODEL + "output_attn_res_norm.weight", MODEL + "output_attn_res_proj.weight")
-        h = self.attn_res(blocks + [h], fold_out)
+        if not self.mut["model_level_mix_skipped"]:
+            h = self.attn_res(blocks + [h], fold_out)
         x = rms_norm(h, self.tensor(MODEL + "norm.weight", (E,)), c.rms_norm_eps)
         if trace is not None:
             trace["n_snapshots"] = len(blocks)
@@ -313,7 +335,7 @@ class K3Reference:
         scores = keys @ fold                                    # [S][T]
         p = np.exp(scores - scores.max(axis=0, keepdims=True))
         p = p / p.sum(axis=0, keepdims=True)
-        return np.einsum("st,ste->te", p, v)
+        return np.einsum("st,ste->te", p, keys if self.mut["attn_res_mixes_normed_sources"] else v)
 
     # ---- spec 2.4: decoder layer ----
 
@@ -329,7 +351,7 @@ class K3Reference:
             h = self.attn_res(blocks + [pref], fold_attn)
         if il % c.attn_res_block_size == 0:       # snapshot then CLEAR
             blocks.append(pref)
-            have = False
+            have = self.mut["attn_res_no_clear"]
         x = rms_norm(h, self.layer_tensor(il, "input_layernorm.weight", (E,)), c.rms_norm_eps)
         a = self.mla_attention(il, x) if il in self.mla else self.kda_attention(il, x)
         pref = pref + a if have else a
@@ -355,7 +377,7 @@ class K3Reference:
         acc = np.zeros_like(x)
         for j in range(K):                        # tap j sees input t-(K-1)+j (raw, pre-conv)
             acc = acc + taps[:, j] * padded[j:j + T]
-        return acc * sigmoid(acc)
+        return acc if self.mut["conv_without_silu"] else acc * sigmoid(acc)
 
     def kda_attention(self, il, x):
         c = self.cfg
@@ -373,7 +395,7 @@ class K3Reference:
         v = self.short_conv(v, lt("v_conv1d.weight", (P, 1, K))[:, 0, :])
         q, k, v = (t.reshape(T, H, D) for t in (q, k, v))
         # 3. L2 norm per head on q and k only
-        q, k = l2_norm(q), l2_norm(k)
+        q, k = (l2_norm(t, mean_mistake=self.mut["l2_norm_mean"]) for t in (q, k))
         # 4. beta: one scalar per head
         beta = sigmoid(b)                                                           # [T][H]
         # 5. decay: g = lb * sigmoid(exp(A_log[h]) * (z + dt_bias)), alpha = exp(g)
@@ -385,13 +407,20 @@ class K3Reference:
         else:
             a = np.repeat(np.exp(a_log[:H])[:, None], D, axis=1)                   # A_log indexed PER HEAD
         dt_bias = lt("dt_bias", (P,)).reshape(H, D)
-        g = c.gate_lower_bound * sigmoid(a * (z.reshape(T, H, D) + dt_bias))
+        if self.mut["dt_bias_outside_decay_scale"]:
+            g = c.gate_lower_bound * sigmoid(a * z.reshape(T, H, D) + dt_bias)
+        else:
+            g = c.gate_lower_bound * sigmoid(a * (z.reshape(T, H, D) + dt_bias))
         alpha = np.exp(g)                                                           # [T][H][D]
         # 6. delta-rule recurrence per head
-        o = delta_rule(q, k, v, beta, alpha)
+        o = delta_rule(q, k, v, beta, alpha, self.mut["delta_rule_read_before_write"])
         # 7. per-head RMSNorm of o (gain o_norm shared by heads), 8. then the sigmoid gate
-        o = rms_norm(o, lt("o_norm.weight", (D,)), c.rms_norm_eps).reshape(T, P)
-        o = o * sigmoid(x @ lt("g_proj.weight", (P, E)).T)
+        gate = sigmoid(x @ lt("g_proj.weight", (P, E)).T)
+        if self.mut["kda_gate_before_norm"]:
+            o = rms_norm((o.reshape(T, P) * gate).reshape(T, H, D), lt("o_norm.weight", (D,)), c.rms_norm_eps)
+            o = o.reshape(T, P)
+        else:
+            o = rms_norm(o, lt("o_norm.weight", (D,)), c.rms_norm_eps).reshape(T, P) * gate
         # 9. output projection
         return o @ lt("o_proj.weight", (E, P)).T
 
@@ -416,7 +445,8 @@ class K3Reference:
         k_nope, v = kv[:, :, :nope], kv[:, :, nope:]
         # scores over the full qk width, causal softmax
         width = nope if self.mut["softmax_scale_nope_only"] else nope + rope
-        o = nope_attention(q_nope, q_rope, k_nope, k_rope, v, self.dt(1.0 / np.sqrt(width))).reshape(T, H * vd)
+        o = nope_attention(q_nope, q_rope, k_nope, k_rope, v, self.dt(1.0 / np.sqrt(width)),
+                           self.mut["rope_scores_dropped"]).reshape(T, H * vd)
         # output gate before o_proj, no norm
         if c.mla_use_output_gate:
             o = o * sigmoid(x @ lt("g_proj.weight", (H * vd, E)).T)
@@ -429,7 +459,8 @@ class K3Reference:
         E, F = c.hidden_size, c.intermediate_size
         gate = x @ self.layer_tensor(il, "mlp.gate_proj.weight", (F, E)).T
         up = x @ self.layer_tensor(il, "mlp.up_proj.weight", (F, E)).T
-        a = situ_glu(gate, up, c.activation_situ_beta, c.activation_situ_linear_beta)
+        a = situ_glu(gate, up, c.activation_situ_beta, c.activation_situ_linear_beta,
+                     self.mut["situ_sigmoid_of_capped_gate"])
         return a @ self.layer_tensor(il, "mlp.down_proj.weight", (E, F)).T
 
     # ---- spec 2.7: latent MoE ----
@@ -439,7 +470,12 @@ class K3Reference:
         c = self.cfg
         NE, k = c.num_experts, c.num_experts_per_token
         p = "block_sparse_moe.gate."
-        s = sigmoid(x @ self.layer_tensor(il, p + "weight", (NE, c.hidden_size)).T)   # [T][NE]
+        logits = x @ self.layer_tensor(il, p + "weight", (NE, c.hidden_size)).T       # [T][NE]
+        if self.mut["router_softmax"]:
+            s = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            s = s / s.sum(axis=-1, keepdims=True)
+        else:
+            s = sigmoid(logits)                                                     # independent, no softmax
         bias = self.layer_tensor(il, p + "e_score_correction_bias", (NE,))
         biased = s + bias
         # stable sort of -biased: equal scores keep ascending expert order
@@ -477,14 +513,17 @@ class K3Reference:
             if len(rows) == 0:
                 continue
             ze = z[rows]
-            y = situ_glu(ze @ w1[e].T, ze @ w3[e].T, b1, b2) @ w2[e].T
+            y = situ_glu(ze @ w1[e].T, ze @ w3[e].T, b1, b2, self.mut["situ_sigmoid_of_capped_gate"]) @ w2[e].T
+            if self.mut["expert_norm_per_expert"]:
+                y = rms_norm(y, self.layer_tensor(il, "block_sparse_moe.routed_expert_norm.weight", (L,)),
+                             c.rms_norm_eps)
             acc[rows] += weights[rows, slots][:, None] * y
         # RMSNorm of the weighted aggregate, then up-project back to the hidden width
         up = self.layer_tensor(il, "block_sparse_moe.routed_expert_up_proj.weight", (E, L))
         if self.mut["norm_after_up_proj"]:
             routed = rms_norm(acc @ up.T, None, c.rms_norm_eps)
         else:
-            if c.latent_moe_use_norm:
+            if c.latent_moe_use_norm and not self.mut["expert_norm_per_expert"]:
                 acc = rms_norm(acc, self.layer_tensor(il, "block_sparse_moe.routed_expert_norm.weight", (L,)),
                                c.rms_norm_eps)
             routed = acc @ up.T
@@ -492,7 +531,8 @@ class K3Reference:
         SI = c.moe_intermediate_size * c.num_shared_experts
         sp = "block_sparse_moe.shared_experts."
         shared = situ_glu(x @ self.layer_tensor(il, sp + "gate_proj.weight", (SI, E)).T,
-                          x @ self.layer_tensor(il, sp + "up_proj.weight", (SI, E)).T, b1, b2)
+                          x @ self.layer_tensor(il, sp + "up_proj.weight", (SI, E)).T, b1, b2,
+                          self.mut["situ_sigmoid_of_capped_gate"])
         shared = shared @ self.layer_tensor(il, sp + "down_proj.weight", (E, SI)).T
         return routed + shared
 

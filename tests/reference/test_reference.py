@@ -5,7 +5,8 @@
   TestGoldens      for each committed fixture (tests/fixtures/golden/<preset>.json):
     (a) `k3serve make-model` with the recorded preset and seed regenerates the recorded files;
     (b) the reference reproduces the committed golden logits, argmaxes and greedy ids;
-    (c) teeth: each deliberate mistake of issue 3 changes an argmax or moves the logits to
+    (c) teeth: each deliberate mistake of issue 3 (and more of the spec's silent-failure
+        checklist, k3_reference.MUTATIONS) changes an argmax or moves the logits to
         rel-L2 >= 1e-2 (100x the C++ gate) on at least one fixture;
     (d) the fixtures engage every mechanism;
     (e) activations neither vanish nor explode through the layers.
@@ -142,6 +143,7 @@ class TestPrimitives(unittest.TestCase):
         T, P, K = 7, 5, 4
         x, taps = rng.normal(size=(T, P)), rng.normal(size=(P, K))
         model = k3.K3Reference.__new__(k3.K3Reference)
+        model.mut = {m: False for m in k3.MUTATIONS}
         got = model.short_conv(x, taps)
         hist = np.zeros((P, K - 1))
         for t in range(T):
@@ -256,7 +258,7 @@ class TestGoldens(unittest.TestCase):
                 self.assertLess(rel_l2(prefix, fx.logits[:n]), 1e-6)
 
     def test_c_every_mutation_has_teeth(self):
-        print("\n  mutation                   " + "".join(f"{p:>32s}" for p in GOLDEN_PRESETS))
+        print("\n  " + "mutation".ljust(30) + "".join(f"{p:>32s}" for p in GOLDEN_PRESETS))
         for mutation in k3.MUTATIONS:
             with self.subTest(mutation=mutation):
                 caught, cells = False, []
@@ -274,7 +276,7 @@ class TestGoldens(unittest.TestCase):
                     flips = int((np.argmax(logits, axis=-1) != np.array(fx.golden["argmax"])).sum())
                     cells.append(f"rel-L2 {r:8.2e}, argmax {flips:2d}/{len(fx.ids)}")
                     caught = caught or r >= TEETH_REL_L2 or flips > 0
-                print(f"  {mutation:26s} " + "".join(f"{c:>32s}" for c in cells))
+                print(f"  {mutation:30s}" + "".join(f"{c:>32s}" for c in cells))
                 self.assertTrue(caught, f"{mutation} ({k3.MUTATIONS[mutation]}) is not caught by any golden")
 
     def test_c_layer_map_fixture_distinguishes_one_and_zero_based(self):
