@@ -171,6 +171,49 @@ class TestPrimitives(unittest.TestCase):
                 o = [sum(qs[i] * S[i][j] for i in range(D)) for j in range(D)]
                 np.testing.assert_allclose(got[t, h], o, rtol=1e-12)
 
+    def test_config_reads_nested_and_flat_forms_alike(self):
+        text = dict(hidden_size=8, num_hidden_layers=3, vocab_size=16, rms_norm_eps=1e-5, intermediate_size=4,
+                    first_k_dense_replace=1, attn_res_block_size=2, num_attention_heads=2, q_lora_rank=4,
+                    kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, num_experts=4,
+                    num_experts_per_token=2, num_shared_experts=1, routed_expert_hidden_size=32,
+                    moe_intermediate_size=32, routed_scaling_factor=1.0, activation_situ_beta=4.0,
+                    activation_situ_linear_beta=25.0, head_dim=99)  # a stray head_dim must not shadow KDA's
+        linear = dict(num_heads=2, head_dim=4, short_conv_kernel_size=3, gate_lower_bound=-5.0, full_attn_layers=[3])
+        a = k3.K3Config({"text_config": dict(text, linear_attn_config=linear)})
+        flat = {k: v for k, v in text.items() if k not in ("head_dim", "activation_situ_beta", "activation_situ_linear_beta")}
+        flat.update(kda_num_heads=2, kda_head_dim=4, short_conv_kernel_size=3, gate_lower_bound=-5.0,
+                    full_attn_layers=[3], situ_beta=4.0, situ_linear_beta=25.0)
+        b = k3.K3Config(flat)
+        self.assertEqual(vars(a), vars(b))
+        self.assertEqual(a.kda_head_dim, 4)
+        self.assertEqual(a.mla_layers(), {2})
+        self.assertEqual(a.mla_layers(zero_based_mistake=True), set())
+        with self.assertRaisesRegex(k3.ConfigError, "missing required keys: vocab_size, q_lora_rank"):
+            k3.K3Config({k: v for k, v in flat.items() if k not in ("vocab_size", "q_lora_rank")})
+        with self.assertRaisesRegex(k3.ConfigError, "outside 1..3"):
+            k3.K3Config(dict(flat, full_attn_layers=[0]))
+
+    def test_safetensors_widens_bf16_exactly_and_checks_the_index(self):
+        from safetensors_np import CheckpointError, load_checkpoint
+        with tempfile.TemporaryDirectory() as d:
+            bf16 = np.array([0x3F80, 0xC0A0, 0x0001, 0x7F7F], dtype="<u2")  # 1.0, -5.0, tiny subnormal, max
+            u8 = np.arange(6, dtype=np.uint8)
+            header = {"a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
+                      "b": {"dtype": "U8", "shape": [6], "data_offsets": [8, 14]}}
+            raw = json.dumps(header).encode()
+            with open(os.path.join(d, "m.safetensors"), "wb") as f:
+                f.write(len(raw).to_bytes(8, "little") + raw + bf16.tobytes() + u8.tobytes())
+            arrays, dtypes = load_checkpoint(d)
+            expect = (bf16.astype(np.uint32) << 16).view(np.float32).reshape(2, 2)
+            np.testing.assert_array_equal(arrays["a"], expect)
+            self.assertEqual(arrays["a"][0, 1], -5.0)
+            np.testing.assert_array_equal(arrays["b"], u8)
+            self.assertEqual(dtypes, {"a": "BF16", "b": "U8"})
+            with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                json.dump({"weight_map": {"a": "m.safetensors", "b": "other.safetensors"}}, f)
+            with self.assertRaisesRegex(CheckpointError, "puts b in other.safetensors"):
+                load_checkpoint(d)
+
     def router(self, logits, bias, top_k, mutations=None):
         """route() of a one-layer model whose gate maps the identity input to `logits`."""
         n = len(logits)
