@@ -50,50 +50,74 @@ inline __m256 load_bf16x8(const uint16_t* p) {
 
 // ---- bf16 matvec / matmul ----
 
-// Row W . TB tokens of X into Y[t * y_stride]. The column tail goes through zero-padded copies;
-// a padded lane adds 0 * 0, which leaves its sum unchanged.
-template <int TB>
-void bf16_row_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
-    Acc16 acc[TB];
+// Software prefetch distance along a weight row (see avx512.cpp).
+constexpr int kPrefetchBytes = 4096;
+
+// R rows of W . TB tokens of X into Y[t * y_stride + r]. The column tail goes through
+// zero-padded copies; a padded lane adds 0 * 0, which leaves its sum unchanged.
+template <int R, int TB>
+void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+    Acc16 acc[R][TB];
     const int64_t full = cols & ~int64_t{15};
     for (int64_t i = 0; i < full; i += 16) {
-        const __m256 w_lo = load_bf16x8(W + i), w_hi = load_bf16x8(W + i + 8);
+        if ((i & 31) == 0)
+            for (int r = 0; r < R; ++r)
+                _mm_prefetch(reinterpret_cast<const char*>(W + r * cols + i) + kPrefetchBytes, _MM_HINT_T0);
+        __m256 w_lo[R], w_hi[R];
+        for (int r = 0; r < R; ++r) {
+            w_lo[r] = load_bf16x8(W + r * cols + i);
+            w_hi[r] = load_bf16x8(W + r * cols + i + 8);
+        }
         for (int t = 0; t < TB; ++t) {
-            acc[t].lo = _mm256_fmadd_ps(w_lo, _mm256_loadu_ps(X + t * x_stride + i), acc[t].lo);
-            acc[t].hi = _mm256_fmadd_ps(w_hi, _mm256_loadu_ps(X + t * x_stride + i + 8), acc[t].hi);
+            const __m256 x_lo = _mm256_loadu_ps(X + t * x_stride + i), x_hi = _mm256_loadu_ps(X + t * x_stride + i + 8);
+            for (int r = 0; r < R; ++r) {
+                acc[r][t].lo = _mm256_fmadd_ps(w_lo[r], x_lo, acc[r][t].lo);
+                acc[r][t].hi = _mm256_fmadd_ps(w_hi[r], x_hi, acc[r][t].hi);
+            }
         }
     }
     if (full < cols) {
         const int64_t rem = cols - full;
-        alignas(32) uint16_t w_pad[16] = {};
-        std::memcpy(w_pad, W + full, rem * sizeof(uint16_t));
-        const __m256 w_lo = load_bf16x8(w_pad), w_hi = load_bf16x8(w_pad + 8);
         const __m256i m_lo = first_lanes(std::min<int64_t>(rem, 8)), m_hi = first_lanes(std::max<int64_t>(rem - 8, 0));
-        for (int t = 0; t < TB; ++t) {
-            const float* x = X + t * x_stride + full;
-            acc[t].lo = _mm256_fmadd_ps(w_lo, _mm256_maskload_ps(x, m_lo), acc[t].lo);
-            acc[t].hi = _mm256_fmadd_ps(w_hi, _mm256_maskload_ps(x + 8, m_hi), acc[t].hi);
+        for (int r = 0; r < R; ++r) {
+            alignas(32) uint16_t w_pad[16] = {};
+            std::memcpy(w_pad, W + r * cols + full, rem * sizeof(uint16_t));
+            const __m256 w_lo = load_bf16x8(w_pad), w_hi = load_bf16x8(w_pad + 8);
+            for (int t = 0; t < TB; ++t) {
+                const float* x = X + t * x_stride + full;
+                acc[r][t].lo = _mm256_fmadd_ps(w_lo, _mm256_maskload_ps(x, m_lo), acc[r][t].lo);
+                acc[r][t].hi = _mm256_fmadd_ps(w_hi, _mm256_maskload_ps(x + 8, m_hi), acc[r][t].hi);
+            }
         }
     }
-    for (int t = 0; t < TB; ++t) Y[t * y_stride] = reduce_lanes(acc[t]);
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
-constexpr int kBf16Tokens = 4;
+// One token: one row at a time (one sequential stream, see avx512.cpp). Several tokens: 2 rows x
+// 2 tokens per tile (8 accumulator registers of the 16).
+constexpr int kBf16Rows = 2;
+constexpr int kBf16Tokens = 2;
 
 void matmul_bf16_avx2(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
+    if (T == 1) {
+        for (int64_t r = 0; r < rows; ++r) bf16_tile<1, 1>(W + r * cols, cols, X, cols, Y + r, rows);
+        return;
+    }
     const int64_t tile = matmul_token_tile(cols);
     for (int64_t t0 = 0; t0 < T; t0 += tile) {
         const int64_t t1 = std::min(T, t0 + tile);
-        for (int64_t r = 0; r < rows; ++r) {
-            const uint16_t* row = W + r * cols;
-            int64_t t = t0;
-            for (; t + kBf16Tokens <= t1; t += kBf16Tokens)
-                bf16_row_tile<kBf16Tokens>(row, cols, X + t * cols, cols, Y + t * rows + r, rows);
-            switch (t1 - t) {
-                case 3: bf16_row_tile<3>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
-                case 2: bf16_row_tile<2>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
-                case 1: bf16_row_tile<1>(row, cols, X + t * cols, cols, Y + t * rows + r, rows); break;
-                default: break;
+        for (int64_t r = 0; r < rows; r += kBf16Rows) {
+            const uint16_t* Wr = W + r * cols;
+            const bool pair = r + kBf16Rows <= rows;
+            for (int64_t t = t0; t < t1; t += kBf16Tokens) {
+                const bool two = t + kBf16Tokens <= t1;
+                float* Yt = Y + t * rows + r;
+                const float* Xt = X + t * cols;
+                if (pair && two) bf16_tile<2, 2>(Wr, cols, Xt, cols, Yt, rows);
+                else if (pair) bf16_tile<2, 1>(Wr, cols, Xt, cols, Yt, rows);
+                else if (two) bf16_tile<1, 2>(Wr, cols, Xt, cols, Yt, rows);
+                else bf16_tile<1, 1>(Wr, cols, Xt, cols, Yt, rows);
             }
         }
     }
@@ -147,6 +171,10 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
     Acc16 acc[R][TB];
     for (int64_t g = 0; g < groups; ++g) {
         Decoded8 first[R], second[R];
+        if ((g & 3) == 0)
+            for (int r = 0; r < R; ++r)
+                _mm_prefetch(reinterpret_cast<const char*>(P + r * row_bytes + g * 16) + kPrefetchBytes / 2,
+                             _MM_HINT_T0);
         for (int r = 0; r < R; ++r) {
             const __m256 magnitudes = _mm256_mul_ps(table, _mm256_set1_ps(kE8M0[Sc[r * groups + g]]));
             first[r] = decode8(P + r * row_bytes + g * 16, magnitudes);
