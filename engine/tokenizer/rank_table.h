@@ -1,0 +1,72 @@
+// Byte string -> rank lookup for BPE: an open-addressing hash table over the token bytes kept
+// in one contiguous blob. The hot operation of encoding, so no std::string keys.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace k3 {
+
+class RankTable {
+public:
+    static constexpr int32_t kNone = -1;
+
+    // tokens[r] = bytes of rank r. Returns false (and the first duplicate rank in *duplicate)
+    // when two ranks have the same bytes.
+    bool build(const std::vector<std::string>& tokens, int32_t* duplicate);
+
+    int32_t find(const char* p, size_t n) const {
+        uint64_t h = hash(p, n);
+        for (size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+            uint32_t entry = slots_[slot];
+            if (entry == 0) return kNone;
+            int32_t rank = static_cast<int32_t>(entry - 1);
+            if (length(rank) == n && std::memcmp(blob_.data() + offsets_[rank], p, n) == 0) return rank;
+        }
+    }
+    int32_t find(std::string_view s) const { return find(s.data(), s.size()); }
+    std::string_view bytes(int32_t rank) const {
+        return {blob_.data() + offsets_[rank], length(rank)};
+    }
+    int32_t size() const { return static_cast<int32_t>(offsets_.size()) - 1; }
+
+private:
+    static uint64_t hash(const char* p, size_t n) {
+        uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xD6E8FEB86659FD93ull);
+        while (n >= 8) {
+            uint64_t w;
+            std::memcpy(&w, p, 8);
+            h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+            h ^= h >> 32;
+            p += 8;
+            n -= 8;
+        }
+        uint64_t w = 0;
+        std::memcpy(&w, p, n);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+        h ^= h >> 29;
+        h *= 0x94D049BB133111EBull;
+        return h ^ (h >> 32);
+    }
+    size_t length(int32_t rank) const { return offsets_[rank + 1] - offsets_[rank]; }
+
+    std::string blob_;
+    std::vector<uint32_t> offsets_;
+    std::vector<uint32_t> slots_;  // rank + 1; 0 = empty
+    size_t mask_ = 0;
+};
+
+// Rank-based BPE of one piece (spec 6.4 / tiktoken): start from single bytes, repeatedly merge
+// the adjacent pair whose concatenation has the lowest rank (leftmost on ties) until no pair
+// is a token. A piece that is itself a token is emitted whole, as tiktoken does. Appends ids.
+// Every single byte must have a rank (checked when the table is built).
+void bpe_encode_piece(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
+
+// The two merge strategies behind bpe_encode_piece, exposed for tests that compare them:
+// a rescan per merge (fast for short pieces) and a heap over a linked list (O(n log n)).
+void bpe_merge_scan(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
+void bpe_merge_heap(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
+
+}  // namespace k3
