@@ -18,11 +18,14 @@ public:
     bool build(const std::vector<std::string>& tokens, int32_t* duplicate);
 
     int32_t find(const char* p, size_t n) const {
+        if (n > max_length_) return kNone;
         uint64_t h = hash(p, n);
+        const uint32_t tag = fingerprint(h);
         for (size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
-            uint32_t entry = slots_[slot];
+            uint64_t entry = slots_[slot];
             if (entry == 0) return kNone;
-            int32_t rank = static_cast<int32_t>(entry - 1);
+            if (static_cast<uint32_t>(entry >> 32) != tag) continue;  // most misses end here
+            int32_t rank = static_cast<int32_t>(static_cast<uint32_t>(entry) - 1);
             if (length(rank) == n && std::memcmp(blob_.data() + offsets_[rank], p, n) == 0) return rank;
         }
     }
@@ -50,12 +53,14 @@ private:
         h *= 0x94D049BB133111EBull;
         return h ^ (h >> 32);
     }
+    static uint32_t fingerprint(uint64_t h) { return static_cast<uint32_t>(h >> 40) | 1u; }
     size_t length(int32_t rank) const { return offsets_[rank + 1] - offsets_[rank]; }
 
     std::string blob_;
     std::vector<uint32_t> offsets_;
-    std::vector<uint32_t> slots_;  // rank + 1; 0 = empty
+    std::vector<uint64_t> slots_;  // fingerprint << 32 | (rank + 1); 0 = empty
     size_t mask_ = 0;
+    size_t max_length_ = 0;  // longest token: longer strings need no lookup
 };
 
 // Rank-based BPE of one piece (spec 6.4 / tiktoken): start from single bytes, repeatedly merge
@@ -65,7 +70,7 @@ private:
 void bpe_encode_piece(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
 
 // The two merge strategies behind bpe_encode_piece, exposed for tests that compare them:
-// a rescan per merge (fast for short pieces) and a heap over a linked list (O(n log n)).
+// a rescan per merge (fast for short pieces) and a min-tree over a linked list (O(n log n)).
 void bpe_merge_scan(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
 void bpe_merge_heap(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
 

@@ -12,6 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { KIMI_PATTERN } from "./kimi_pattern.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(root, "node", "package.json"));
@@ -20,17 +21,6 @@ const o200k = require("tiktoken/encoders/o200k_base.json");
 const cl100k = require("tiktoken/encoders/cl100k_base.json");
 const fixtures = join(root, "fixtures", "tokenizer");
 
-// Spec 6.3, joined exactly as tokenization_kimi.py joins its eight alternatives.
-export const KIMI_PATTERN = [
-  "[\\p{Han}]+",
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-  "\\p{N}{1,3}",
-  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*",
-  "\\s*[\\r\\n]+",
-  "\\s+(?!\\S)",
-  "\\s+",
-].join("|");
 
 // Kimi's named special tokens (spec 6.2), placed after o200k_base's ranks with the same
 // offsets they have after Kimi's 163584 ranks.
