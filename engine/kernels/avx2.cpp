@@ -4,8 +4,8 @@
 // adding those two registers.
 //
 // Speed: as avx512.cpp, with half-width registers. bf16 matvec streams one row at a time;
-// matmul puts 4 tokens on each row; MXFP4 is decoded in registers (8-entry magnitude table
-// permute plus the sign bit, the table pre-multiplied by the group's scale).
+// matmul takes 2 rows x 2 tokens per tile; MXFP4 is decoded in registers (8-entry magnitude
+// table permute plus the sign bit, the table already multiplied by the group's scale).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -166,7 +166,7 @@ inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitudes) {
 template <int R, int TB>
 void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
                 int64_t y_stride) {
-    const __m256 table = _mm256_loadu_ps(kE2M1);  // codes 0..7: the magnitudes
+    const ScaledE2M1Row* scaled_table = scaled_e2m1_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
     Acc16 acc[R][TB];
     for (int64_t g = 0; g < groups; ++g) {
@@ -176,7 +176,7 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
                 _mm_prefetch(reinterpret_cast<const char*>(P + r * row_bytes + g * 16) + kPrefetchBytes / 2,
                              _MM_HINT_T0);
         for (int r = 0; r < R; ++r) {
-            const __m256 magnitudes = _mm256_mul_ps(table, _mm256_set1_ps(kE8M0[Sc[r * groups + g]]));
+            const __m256 magnitudes = _mm256_load_ps(scaled_table[Sc[r * groups + g]].v);  // codes 0..7
             first[r] = decode8(P + r * row_bytes + g * 16, magnitudes);
             second[r] = decode8(P + r * row_bytes + g * 16 + 8, magnitudes);
         }

@@ -6,8 +6,8 @@
 // Speed: matvec streams each weight row once, several rows at a time so the fma chains
 // overlap; matmul computes a tile of rows x tokens per pass so a weight block is read once for
 // several tokens (and re-read from L2, not DRAM, for the next tokens of the tile); MXFP4 is
-// decoded in registers (nibbles -> 16-entry table permute, the table pre-multiplied by the
-// group's scale), never into memory.
+// decoded in registers (nibbles -> permute of the 16-entry table already multiplied by the
+// group's scale, kernel_sets.h), never into memory.
 // GCC 12's AVX-512 headers build some intrinsics on _mm512_undefined_*(), which its
 // uninitialised-use analysis reports after inlining (a known false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -154,7 +154,7 @@ constexpr int kMxfp4PrefetchBytes = 2048;
 template <int R, int TB>
 void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
                 int64_t y_stride) {
-    const __m512 table = _mm512_loadu_ps(kE2M1);
+    const ScaledE2M1Row* scaled_table = scaled_e2m1_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
     __m512 acc[R][TB];
     for (int r = 0; r < R; ++r)
@@ -168,7 +168,7 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
         for (int r = 0; r < R; ++r) {
             const __m512i bytes = _mm512_cvtepu8_epi32(
                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(P + r * row_bytes + g * 16)));
-            const __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(kE8M0[Sc[r * groups + g]]));
+            const __m512 scaled = _mm512_load_ps(scaled_table[Sc[r * groups + g]].v);
             // permutexvar reads only the low 4 bits of each index: the low nibble as it stands.
             w_lo[r] = _mm512_permutexvar_ps(bytes, scaled);
             w_hi[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), scaled);

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_sets.h"
 
 namespace k3 {
 
@@ -17,6 +17,16 @@ uint16_t f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
     u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
     return static_cast<uint16_t>(u >> 16);
+}
+
+const ScaledE2M1Row* scaled_e2m1_table() {
+    static const auto table = [] {
+        std::array<ScaledE2M1Row, 256> t{};
+        for (int s = 0; s < 256; ++s)
+            for (int c = 0; c < 16; ++c) t[s].v[c] = kE2M1[c] * e8m0_to_float(static_cast<uint8_t>(s));
+        return t;
+    }();
+    return table.data();
 }
 
 }  // namespace k3

@@ -40,6 +40,15 @@ inline constexpr std::array<float, 256> kE8M0 = [] {
     return t;
 }();
 
+// E2M1 value x scale for every (scale byte, code): one 64-byte row of 16 floats per scale, so a
+// SIMD file can use a group's row directly as its decode table (one permute per 16 weights,
+// no multiply). 16 KiB, built once (format.cpp); a checkpoint's groups use a few dozen distinct
+// scales. Codes of magnitude >= 2 at scale 254 are +-inf, as in the reference.
+struct alignas(64) ScaledE2M1Row {
+    float v[16];
+};
+const ScaledE2M1Row* scaled_e2m1_table();  // [256]
+
 // Tokens per pass of a matmul: the activations of one pass (tokens x cols fp32) should stay
 // in L2 while every weight row streams past them once.
 inline int64_t matmul_token_tile(int64_t cols) {
