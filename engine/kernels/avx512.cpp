@@ -3,11 +3,13 @@
 // bit: one 512-bit register is exactly the reference's 16 lanes (lane l = element i % 16, or
 // packed byte j % 16 for MXFP4), combined by the same halving tree.
 //
-// Speed: matvec streams each weight row once, several rows at a time so the fma chains
-// overlap; matmul computes a tile of rows x tokens per pass so a weight block is read once for
-// several tokens (and re-read from L2, not DRAM, for the next tokens of the tile); MXFP4 is
-// decoded in registers (nibbles -> permute of the 16-entry table already multiplied by the
-// group's scale, kernel_sets.h), never into memory.
+// Speed: a one-token matvec streams each weight row once with a software prefetch ahead (bf16
+// one row at a time, MXFP4 eight rows so the decode work overlaps); matmul computes tiles of
+// rows x tokens so a weight line is loaded once for several tokens, and a pass of tokens keeps
+// its activations in L2 while the weights stream once. MXFP4 is decoded in registers (nibbles
+// -> permute of the 16-entry table already multiplied by the group's scale, kernel_sets.h),
+// never into memory.
+
 // GCC 12's AVX-512 headers build some intrinsics on _mm512_undefined_*(), which its
 // uninitialised-use analysis reports after inlining (a known false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -11,6 +11,10 @@
 //  - Activations are fp32; bf16 weights are widened exactly (<<16); MXFP4 weights are decoded
 //    straight from the packed nibbles (E2M1 value x 2^(scale-127), scale 255 decodes to 0),
 //    which is exact in fp32. No kernel dequantises a whole matrix into memory.
+//  - The reduction order is part of each kernel's definition (kernel_sets.h, ref.cpp) and every
+//    set reproduces it, so scalar, avx2 and avx512 give bit-identical results.
+//  - Kernels are thread-safe. matmul_mxfp4/matvec_mxfp4 keep a per-thread activation buffer
+//    (cols x up to 64 tokens floats) that grows on first use and is then reused.
 #pragma once
 #include <cstdint>
 
