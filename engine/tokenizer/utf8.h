@@ -1,6 +1,7 @@
 // UTF-8 helpers shared by the tokenizer, the stream decoder and the chat parser.
 #pragma once
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace k3::utf8 {
@@ -47,6 +48,28 @@ inline size_t complete_prefix_length(std::string_view text) {
         return n;
     }
     return n;
+}
+
+}  // namespace k3::utf8
+
+namespace k3::utf8 {
+
+// `text` with every byte that is not part of a valid sequence replaced by U+FFFD, so that it
+// can go into JSON. Valid text is returned unchanged.
+inline std::string sanitize(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        size_t n = valid_sequence_length(text, i);
+        if (n == 0) {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        } else {
+            out.append(text, i, n);
+            i += n;
+        }
+    }
+    return out;
 }
 
 }  // namespace k3::utf8
