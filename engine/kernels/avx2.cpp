@@ -4,8 +4,8 @@
 // adding those two registers.
 //
 // Speed: as avx512.cpp, with half-width registers. bf16 matvec streams one row at a time;
-// matmul takes 2 rows x 2 tokens per tile; MXFP4 is decoded in registers (8-entry magnitude
-// table permute plus the sign bit, the table already multiplied by the group's scale).
+// matmul takes 2 rows x 2 tokens per tile; MXFP4 is decoded in registers (8-entry permute of
+// the group's scaled magnitudes, then the sign bit by one XOR).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -146,19 +146,20 @@ void split_even_odd(const float* x, float* out, int64_t cols) {
 }
 
 // Eight packed bytes (one per lane) -> the fp32 weights of their low and high nibbles.
-// permutevar8x32 reads only the low 3 bits of each index: the magnitude code; bit 3 of the
-// nibble (byte bit 3 or 7) becomes the sign.
+// permutevar8x32 reads only the low 3 bits of each index (the magnitude code); the nibble
+// shifted into bits 28..31 and XORed on turns the table entry into the signed weight
+// (magnitude_xor_code_table in kernel_sets.h).
 struct Decoded8 {
     __m256 lo, hi;
 };
-inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitudes) {
+inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitude_xor_code) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes8)));
-    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-    const __m256 mag_lo = _mm256_permutevar8x32_ps(magnitudes, b);
-    const __m256 mag_hi = _mm256_permutevar8x32_ps(magnitudes, _mm256_srli_epi32(b, 4));
-    const __m256 sign_lo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 28), sign));
-    const __m256 sign_hi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 24), sign));
-    return {_mm256_xor_ps(mag_lo, sign_lo), _mm256_xor_ps(mag_hi, sign_hi)};
+    const __m256i h = _mm256_srli_epi32(b, 4);
+    const __m256 lo = _mm256_xor_ps(_mm256_permutevar8x32_ps(magnitude_xor_code, b),
+                                    _mm256_castsi256_ps(_mm256_slli_epi32(b, 28)));
+    const __m256 hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(magnitude_xor_code, h),
+                                    _mm256_castsi256_ps(_mm256_slli_epi32(h, 28)));
+    return {lo, hi};
 }
 
 // R rows x TB tokens; Xs holds split_even_odd x. Lanes 0-7 are the group's bytes 0-7, lanes
@@ -166,7 +167,7 @@ inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitudes) {
 template <int R, int TB>
 void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
                 int64_t y_stride) {
-    const ScaledE2M1Row* scaled_table = scaled_e2m1_table();
+    const MagnitudeXorCodeRow* table = magnitude_xor_code_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
     Acc16 acc[R][TB];
     for (int64_t g = 0; g < groups; ++g) {
@@ -176,9 +177,10 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
                 _mm_prefetch(reinterpret_cast<const char*>(P + r * row_bytes + g * 16) + kPrefetchBytes / 2,
                              _MM_HINT_T0);
         for (int r = 0; r < R; ++r) {
-            const __m256 magnitudes = _mm256_load_ps(scaled_table[Sc[r * groups + g]].v);  // codes 0..7
-            first[r] = decode8(P + r * row_bytes + g * 16, magnitudes);
-            second[r] = decode8(P + r * row_bytes + g * 16 + 8, magnitudes);
+            const __m256 magnitude_xor_code =
+                _mm256_load_ps(reinterpret_cast<const float*>(table[Sc[r * groups + g]].bits));
+            first[r] = decode8(P + r * row_bytes + g * 16, magnitude_xor_code);
+            second[r] = decode8(P + r * row_bytes + g * 16 + 8, magnitude_xor_code);
         }
         for (int t = 0; t < TB; ++t) {
             const float* xs = Xs + t * x_stride + g * 32;

@@ -29,4 +29,19 @@ const ScaledE2M1Row* scaled_e2m1_table() {
     return table.data();
 }
 
+const MagnitudeXorCodeRow* magnitude_xor_code_table() {
+    static const auto table = [] {
+        std::array<MagnitudeXorCodeRow, 256> t{};
+        const ScaledE2M1Row* scaled = scaled_e2m1_table();
+        for (int s = 0; s < 256; ++s)
+            for (uint32_t c = 0; c < 8; ++c) {
+                uint32_t bits;
+                std::memcpy(&bits, &scaled[s].v[c], 4);
+                t[s].bits[c] = bits ^ (c << 28);
+            }
+        return t;
+    }();
+    return table.data();
+}
+
 }  // namespace k3

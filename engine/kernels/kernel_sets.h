@@ -49,6 +49,14 @@ struct alignas(64) ScaledE2M1Row {
 };
 const ScaledE2M1Row* scaled_e2m1_table();  // [256]
 
+// For 8-entry permutes (AVX2): the bits of the scaled magnitude of codes 0..7, XORed with
+// (code << 28). A nibble c placed in bits 28..31 of a word, XORed onto entry c & 7, cancels
+// those bits again and leaves exactly bit 31 = c's sign: the decoded weight in two operations.
+struct alignas(32) MagnitudeXorCodeRow {
+    uint32_t bits[8];
+};
+const MagnitudeXorCodeRow* magnitude_xor_code_table();  // [256]
+
 // Tokens per pass of a matmul: the activations of one pass (tokens x cols fp32) should stay
 // in L2 while every weight row streams past them once.
 inline int64_t matmul_token_tile(int64_t cols) {
