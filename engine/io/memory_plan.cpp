@@ -96,18 +96,24 @@ TrunkPlan plan_trunk(std::span<const int64_t> alloc, int64_t budget, int ring_sl
         }
     }
     if (!found) {
-        // The cheapest ring: pin the k largest so the slot is as small as possible.
-        int64_t cheapest = INT64_MAX;
-        for (int k = 0; k < n; ++k) {
-            int64_t spent = int64_t(ring_slots) * alloc[by_size[k]];
-            for (int j = 0; j < k; ++j) spent += alloc[by_size[j]];
-            cheapest = std::min(cheapest, spent);
-        }
+        int64_t cheapest = smallest_trunk_budget(alloc, ring_slots);
         throw Error(ErrorKind::Usage, "trunk budget " + format_gb(budget) + " is too small: streaming the trunk needs a ring of " +
                                           std::to_string(ring_slots) + " slots, at least " + format_gb(cheapest) +
                                           " for this model; raise --trunk-gb to at least " + format_gb(cheapest) + "");
     }
     return best;
+}
+
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc, int ring_slots) {
+    // Pin the k largest so the ring slot is as small as possible; the best k wins.
+    std::vector<int64_t> sorted(alloc.begin(), alloc.end());
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    int64_t cheapest = sum(alloc), pinned = 0;
+    for (size_t k = 0; k < sorted.size(); ++k) {
+        cheapest = std::min(cheapest, pinned + int64_t(ring_slots) * sorted[k]);
+        pinned += sorted[k];
+    }
+    return cheapest;
 }
 
 ModelFootprint footprint_of(const Checkpoint& ckpt) {
@@ -126,7 +132,9 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     return f;
 }
 
-bool wants_budget(const MemoryOptions& o) { return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0; }
+bool wants_budget(const MemoryOptions& o) {
+    return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
+}
 
 std::string MemoryPlan::describe() const {
     std::ostringstream s;

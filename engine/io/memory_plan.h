@@ -46,6 +46,10 @@ struct TrunkPlan {
 // k3::Error(Usage) when even the ring does not fit, saying the smallest budget that works.
 TrunkPlan plan_trunk(std::span<const int64_t> alloc_bytes, int64_t budget, int ring_slots = kDefaultRingSlots);
 
+// The smallest trunk budget plan_trunk accepts (a ring of `ring_slots`, after pinning whichever
+// largest layers make it cheapest).
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc_bytes, int ring_slots = kDefaultRingSlots);
+
 // What the plan needs to know about a model.
 struct ModelFootprint {
     std::vector<int64_t> layer_alloc_bytes;  // per layer: memory for its trunk run (aligned window)
@@ -71,7 +75,8 @@ struct MemoryPlan {
     std::string describe() const;    // one line for logs and the run report
 };
 
-// True when the options ask for a budget (a preset or an explicit trunk/cache size).
+// True when the options ask for a budget (a preset, an explicit trunk/cache size, or a packed
+// trunk to stream from).
 bool wants_budget(const MemoryOptions& options);
 
 // Makes the plan. Throws k3::Error(Usage) for an unknown preset or a budget too small to run

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -205,4 +206,37 @@ TEST_CASE("the read pool reads many runs, large ones in chunks, and reports fail
     CHECK(s.message.find("big.bin") != std::string::npos);
     REQUIRE(good != nullptr);
     CHECK(matches_pattern(good, 100, 100, 7));
+}
+
+namespace {
+std::mutex g_order_mu;
+std::vector<off_t> g_order;
+ssize_t record_offsets(int fd, void* buf, size_t n, off_t off) {
+    {
+        std::lock_guard lock(g_order_mu);
+        g_order.push_back(off);
+    }
+    return ::pread(fd, buf, n, off);
+}
+}  // namespace
+
+TEST_CASE("requests handed over together are issued in offset order") {
+    auto dir = scratch_dir("pool-order");
+    write_pattern_file(dir / "f.bin", 1 << 20);
+    File f = File::open(dir / "f.bin");
+    ReadPool pool(1);  // one reader: issue order is execution order
+    const int64_t offsets[] = {700000, 5000, 300000, 90000, 512000};
+    std::vector<AlignedBuffer> bufs;
+    std::vector<ReadRequest> reqs;
+    for (int64_t off : offsets) {
+        bufs.emplace_back(window_capacity(4000));
+        reqs.push_back({&f, off, 4000, bufs.back().data(), bufs.back().size(), {}});
+    }
+    g_order.clear();
+    {
+        HookGuard hook(record_offsets);
+        REQUIRE(pool.read_all(std::move(reqs)).ok());
+    }
+    REQUIRE(g_order.size() >= 5);
+    for (size_t i = 1; i < g_order.size(); ++i) CHECK(g_order[i - 1] < g_order[i]);
 }

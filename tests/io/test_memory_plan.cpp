@@ -97,6 +97,17 @@ TEST_CASE("plan_trunk pins largest first and keeps a ring that fits") {
     }
 }
 
+TEST_CASE("smallest_trunk_budget is exactly the edge plan_trunk accepts") {
+    auto f = mini_like();
+    int64_t edge = smallest_trunk_budget(f.layer_alloc_bytes);
+    CHECK(edge == 300 * MB);  // 2 x 150 MB beats 150 + 2 x 80 MB
+    CHECK(plan_trunk(f.layer_alloc_bytes, edge).ring_slots == 2);
+    CHECK_THROWS_AS(plan_trunk(f.layer_alloc_bytes, edge - 1), Error);
+    std::vector<int64_t> skewed = {500 * MB, 10 * MB, 10 * MB, 10 * MB};
+    CHECK(smallest_trunk_budget(skewed) == 520 * MB);  // pin the big one, ring of 2 x 10 MB
+    CHECK(plan_trunk(skewed, 520 * MB).pinned[0]);
+}
+
 TEST_CASE("presets and explicit budgets, capped at what the model needs") {
     auto f = mini_like();
     MemoryPlan resident = make_memory_plan(f, MemoryOptions{}, kPlenty);

@@ -219,3 +219,28 @@ TEST_CASE("a shard truncated after start-up fails the reads that need the lost b
     CHECK(e.message.find("model-00002-of-00002.safetensors") != std::string::npos);
     CHECK(store->stats().expert_read_failures == 1);
 }
+
+TEST_CASE("prefetched experts are served without another read and counted apart from retention") {
+    Fixture fx("store-prefetch");
+    // Prefetch needs room for 2 x top-k + 8 slots.
+    auto store = make_streaming_store(fx.layout, fx.plan(1 << 30, 2 * kTopK + 8));
+    const int32_t next[kTopK] = {2, 4, 9};
+    store->prefetch_experts(2, next);
+    const uint8_t* out[kTopK] = {};
+    REQUIRE(store->acquire_experts(2, next, out).ok());
+    for (int j = 0; j < kTopK; ++j) {
+        const ExpertRun& e = fx.layout.expert_runs[size_t(2) * kExperts + next[j]];
+        CHECK(matches_pattern(out[j], e.offset, e.nbytes));
+    }
+    store->release_experts(2);
+    WeightStoreStats st = store->stats();
+    CHECK(st.expert_prefetch_reads == 3);
+    CHECK(st.expert_prefetch_hits == 3);
+    CHECK(st.expert_hits == 0);  // read for this request, even if early: not retention
+    CHECK(st.expert_bytes_read == uint64_t(3 * kExpertBytes));
+    // Asked again: now it is retention.
+    REQUIRE(store->acquire_experts(2, next, out).ok());
+    store->release_experts(2);
+    CHECK(store->stats().expert_hits == 3);
+    CHECK(store->stats().expert_bytes_read == uint64_t(3 * kExpertBytes));
+}
