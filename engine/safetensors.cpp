@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -234,6 +235,7 @@ TensorDirectory TensorDirectory::open(const std::filesystem::path& model_dir) {
     auto note = [&](std::string p) { problems.push_back(std::move(p)); };
 
     // Every shard's header, each failure recorded (a broken shard does not hide the others).
+    std::set<std::string> unreadable;  // shards already reported; the index is not checked against them
     for (const auto& path : files) {
         ShardInfo info;
         std::vector<TensorInfo> tensors;
@@ -242,6 +244,7 @@ TensorDirectory TensorDirectory::open(const std::filesystem::path& model_dir) {
         } catch (const Error& e) {
             note(e.what());
             info.path = path;
+            unreadable.insert(path.filename().string());
         }
         dir.shards_.push_back(info);
         for (auto& t : tensors) {
@@ -281,6 +284,7 @@ TensorDirectory TensorDirectory::open(const std::filesystem::path& model_dir) {
                     continue;
                 }
                 const std::string file = it->get<std::string>();
+                if (unreadable.count(file)) continue;
                 auto sh = shard_by_file.find(file);
                 const TensorInfo* t = dir.find(it.key());
                 if (sh == shard_by_file.end()) {
@@ -295,7 +299,7 @@ TensorDirectory TensorDirectory::open(const std::filesystem::path& model_dir) {
                 }
                 if (t) ++listed;
             }
-            if (listed != dir.tensors_.size()) {
+            if (unreadable.empty() && listed != dir.tensors_.size()) {
                 for (const auto& t : dir.tensors_)
                     if (!j["weight_map"].contains(t.name))
                         note(index + ": tensor " + shown_name(t.name) + " in " +
