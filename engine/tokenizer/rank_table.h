@@ -26,7 +26,7 @@ public:
             if (entry == 0) return kNone;
             if (static_cast<uint32_t>(entry >> 32) != tag) continue;  // most misses end here
             int32_t rank = static_cast<int32_t>(static_cast<uint32_t>(entry) - 1);
-            if (length(rank) == n && std::memcmp(blob_.data() + offsets_[rank], p, n) == 0) return rank;
+            if (length(rank) == n && equal_bytes(blob_.data() + offsets_[rank], p, n)) return rank;
         }
     }
     int32_t find(std::string_view s) const { return find(s.data(), s.size()); }
@@ -36,6 +36,18 @@ public:
     int32_t size() const { return static_cast<int32_t>(offsets_.size()) - 1; }
 
 private:
+    // Tokens are short: an inline word-wise compare beats a call to memcmp.
+    static bool equal_bytes(const char* a, const char* b, size_t n) {
+        for (; n >= 8; a += 8, b += 8, n -= 8) {
+            uint64_t x, y;
+            std::memcpy(&x, a, 8);
+            std::memcpy(&y, b, 8);
+            if (x != y) return false;
+        }
+        for (; n > 0; --n)
+            if (*a++ != *b++) return false;
+        return true;
+    }
     static uint64_t hash(const char* p, size_t n) {
         uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xD6E8FEB86659FD93ull);
         while (n >= 8) {

@@ -11,7 +11,7 @@ theirs="$(node "$src/tests/bench/bench_tokenizer.mjs")"
 echo "$ours"
 echo "$theirs"
 rate() { echo "$1" | grep "$2" | sed -E 's/.*: ([0-9.]+) MB\/s.*/\1/'; }
-for enc in kimi/o200k cl100k; do
+for enc in kimi/o200k cl100k "typical kimi/o200k" "typical cl100k"; do
   a="$(rate "$ours" "k3 $enc:")"
   b="$(rate "$theirs" "tiktoken $enc:")"
   awk -v a="$a" -v b="$b" -v e="$enc" 'BEGIN { printf "ratio %s: k3 / tiktoken = %.2f (goal >= 1)\n", e, a / b }'

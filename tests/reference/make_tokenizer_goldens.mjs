@@ -7,7 +7,9 @@
 // Reads tests/fixtures/tokenizer/corpus.jsonl and special_cases.jsonl (hand-written), writes
 // golden_kimi_o200k.jsonl, golden_cl100k.jsonl (one JSON id array per corpus line),
 // golden_specials.jsonl ({allowed, plain} per special case) and kimi_o200k_specials.json.
-//   (cd tests/node && npm install) && node tests/reference/make_tokenizer_goldens.mjs
+//   (cd tests/node && npm install) && node tests/reference/make_tokenizer_goldens.mjs [--check]
+// --check writes nothing and fails if the committed goldens differ from what tiktoken gives now
+// (registered with ctest as tokenizer_goldens_current).
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -35,7 +37,16 @@ const kimiSpecials = {};
 for (const [offset, name] of Object.entries(kimiNamed)) kimiSpecials[name] = nRanks + Number(offset);
 
 const readJsonl = (name) => readFileSync(join(fixtures, name), "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l));
-const writeJsonl = (name, rows) => writeFileSync(join(fixtures, name), rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
+const check = process.argv.includes("--check");
+let stale = 0;
+const writeText = (name, text) => {
+  if (!check) return writeFileSync(join(fixtures, name), text);
+  if (readFileSync(join(fixtures, name), "utf8") !== text) {
+    console.error(`${name} differs from what tiktoken gives: regenerate with make_tokenizer_goldens.mjs`);
+    ++stale;
+  }
+};
+const writeJsonl = (name, rows) => writeText(name, rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
 
 const kimi = new Tiktoken(o200k.bpe_ranks, kimiSpecials, KIMI_PATTERN);
 const cl = new Tiktoken(cl100k.bpe_ranks, cl100k.special_tokens, cl100k.pat_str);
@@ -47,7 +58,8 @@ writeJsonl("golden_specials.jsonl", specialCases.map((text) => ({
   allowed: Array.from(kimi.encode(text, "all")),
   plain: Array.from(kimi.encode_ordinary(text)),
 })));
-writeFileSync(join(fixtures, "kimi_o200k_specials.json"), JSON.stringify({ n_ranks: nRanks, specials: kimiSpecials }, null, 1) + "\n");
-console.log(`goldens: ${corpus.length} corpus cases x 2 encodings, ${specialCases.length} special cases (o200k ranks: ${nRanks})`);
+writeText("kimi_o200k_specials.json", JSON.stringify({ n_ranks: nRanks, specials: kimiSpecials }, null, 1) + "\n");
+console.log(`goldens: ${corpus.length} corpus cases x 2 encodings, ${specialCases.length} special cases (o200k ranks: ${nRanks})` + (check ? (stale ? `: ${stale} files STALE` : ": all current") : ""));
 kimi.free();
 cl.free();
+process.exit(stale ? 1 : 0);
