@@ -133,9 +133,16 @@ int run(const Args& args) {
     auto engine = Engine::load(opt, [](const std::string& s) { std::fprintf(stderr, "k3serve: %s\n", s.c_str()); });
     const ModelInfo& info = engine->info();
 
+    // The tokenizer is needed for --prompt; with --ids it only adds the text to the output.
     std::unique_ptr<Tokenizer> tok;
-    if (std::filesystem::exists(std::filesystem::path(args.model_dir) / "tiktoken.model"))
-        tok = Tokenizer::load(args.model_dir);
+    if (args.have_prompt || std::filesystem::exists(std::filesystem::path(args.model_dir) / "tiktoken.model")) {
+        try {
+            tok = Tokenizer::load(args.model_dir);
+        } catch (const Error& e) {
+            if (args.have_prompt) throw;
+            std::fprintf(stderr, "k3serve: no text output: %s\n", e.what());
+        }
+    }
     std::vector<int32_t> prompt = args.ids;
     if (args.have_prompt) {
         if (!tok) throw Error(ErrorKind::Usage, "--prompt needs a tokenizer (tiktoken.model) in " + args.model_dir);
