@@ -1,4 +1,4 @@
-// Row-split products over the engine's threads (compute.h).
+// Block-scheduled products over the engine's threads (compute.h).
 #include "compute.h"
 
 #include <cstring>
@@ -7,16 +7,14 @@
 
 namespace k3 {
 
-void Compute::reserve(int64_t max_tokens, int64_t max_rows) {
-    // A thread's share is at most ceil(rows / nth) rounded up to the 16-row blocks, plus one.
-    const int64_t share = (max_rows + nth - 1) / nth + 32;
-    tmp_stride_ = std::max(tmp_stride_, max_tokens * share);
+void Compute::reserve(int64_t max_tokens) {
+    tmp_stride_ = max_tokens * kMaxBlockRows;
     tmp_.assign(size_t(nth) * size_t(tmp_stride_), 0.0f);
 }
 
 namespace {
 
-// The kernels write a row range densely as [T][n]; copy it into its columns of Y [T][rows].
+// The kernels write a row block densely as [T][n]; copy it into its columns of Y [T][rows].
 void scatter_rows(const float* tmp, float* Y, int64_t rows, int64_t T, RowRange r) {
     for (int64_t t = 0; t < T; ++t)
         std::memcpy(Y + t * rows + r.begin, tmp + t * r.size(), sizeof(float) * size_t(r.size()));
@@ -33,9 +31,9 @@ void Compute::bf16_rows(const uint16_t* W, const float* X, float* Y, int64_t row
     } else if (r.size() == rows) {
         k.matmul_bf16(Wr, X, Y, rows, cols, T);
     } else {
-        float* tmp = tmp_.data() + size_t(omp_get_thread_num()) * size_t(tmp_stride_);
-        K3_CHECK(T * r.size() <= tmp_stride_, "matmul scratch too small: %lld tokens x %lld rows",
-                 (long long)T, (long long)r.size());
+        K3_CHECK(T * r.size() <= tmp_stride_, "product scratch too small: %lld tokens x %lld rows", (long long)T,
+                 (long long)r.size());
+        float* tmp = thread_tmp();
         k.matmul_bf16(Wr, X, tmp, r.size(), cols, T);
         scatter_rows(tmp, Y, rows, T, r);
     }
@@ -51,22 +49,40 @@ void Compute::mxfp4_rows(const uint8_t* packed, const uint8_t* scales, const flo
     } else if (r.size() == rows) {
         k.matmul_mxfp4(Pr, Sr, X, Y, rows, cols, T);
     } else {
-        float* tmp = tmp_.data() + size_t(omp_get_thread_num()) * size_t(tmp_stride_);
-        K3_CHECK(T * r.size() <= tmp_stride_, "matmul scratch too small: %lld tokens x %lld rows",
-                 (long long)T, (long long)r.size());
+        K3_CHECK(T * r.size() <= tmp_stride_, "product scratch too small: %lld tokens x %lld rows", (long long)T,
+                 (long long)r.size());
+        float* tmp = thread_tmp();
         k.matmul_mxfp4(Pr, Sr, X, tmp, r.size(), cols, T);
         scatter_rows(tmp, Y, rows, T, r);
     }
 }
 
-void Compute::matmul_bf16(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols,
-                          int64_t T) const {
-    if (nth == 1) {
-        bf16_rows(W, X, Y, rows, cols, T, {0, rows});
+void Compute::matmul_bf16_many(std::initializer_list<Bf16Product> products, int64_t T) const {
+    constexpr int kMaxProducts = 8;
+    K3_CHECK(products.size() <= kMaxProducts, "at most %d products per call", kMaxProducts);
+    Bf16Product p[kMaxProducts];
+    int64_t block[kMaxProducts], first_item[kMaxProducts + 1];
+    int n = 0;
+    first_item[0] = 0;
+    for (const Bf16Product& q : products) {
+        p[n] = q;
+        block[n] = block_rows_for(q.rows, nth);
+        first_item[n + 1] = first_item[n] + (q.rows + block[n] - 1) / block[n];
+        ++n;
+    }
+    const int64_t n_items = first_item[n];
+    auto run_item = [&](int64_t item) {
+        int j = 0;
+        while (item >= first_item[j + 1]) ++j;
+        const int64_t r0 = (item - first_item[j]) * block[j];
+        bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {r0, std::min(p[j].rows, r0 + block[j])});
+    };
+    if (nth == 1) {  // whole products: the kernels write Y directly
+        for (int j = 0; j < n; ++j) bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {0, p[j].rows});
         return;
     }
-#pragma omp parallel num_threads(nth)
-    bf16_rows(W, X, Y, rows, cols, T, thread_rows(rows, omp_get_thread_num(), omp_get_num_threads()));
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+    for (int64_t item = 0; item < n_items; ++item) run_item(item);
 }
 
 }  // namespace k3

@@ -10,10 +10,9 @@ void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int 
     const int64_t E = c.hidden_size, F = c.intermediate_size;
     const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
     // gate, up  [T][F]
-    m.compute.matmul_bf16(w.gate, x, a.dgate.data(), F, E, T);
-    m.compute.matmul_bf16(w.up, x, a.dup.data(), F, E, T);
+    m.compute.matmul_bf16_many({{w.gate, x, a.dgate.data(), F, E}, {w.up, x, a.dup.data(), F, E}}, T);
     // SiTU-GLU in place
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static)
+#pragma omp parallel for num_threads(m.compute.nth) schedule(dynamic, 256)
     for (int64_t i = 0; i < T * F; ++i) a.dgate[i] = situ_glu(a.dgate[i], a.dup[i], b1, b2);
     // out = W_down act  [T][E]
     m.compute.matmul_bf16(w.down, a.dgate.data(), out, E, F, T);

@@ -32,13 +32,10 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
     const float lb = c.gate_lower_bound, eps = c.rms_norm_eps, q_scale = 1.0f / std::sqrt(float(D));
 
     // q, k, v, g = W x  [T][P];  z = W_fb (W_fa x)  [T][P];  b = W_b x  [T][H]
-    cp.matmul_bf16(w.q, x, a.kq.data(), P, E, T);
-    cp.matmul_bf16(w.k, x, a.kk.data(), P, E, T);
-    cp.matmul_bf16(w.v, x, a.kv.data(), P, E, T);
-    cp.matmul_bf16(w.g, x, a.kg.data(), P, E, T);
-    cp.matmul_bf16(w.f_a, x, a.kf.data(), D, E, T);
+    cp.matmul_bf16_many({{w.q, x, a.kq.data(), P, E}, {w.k, x, a.kk.data(), P, E}, {w.v, x, a.kv.data(), P, E},
+                         {w.g, x, a.kg.data(), P, E}, {w.f_a, x, a.kf.data(), D, E}, {w.b, x, a.kb.data(), H, E}},
+                        T);
     cp.matmul_bf16(w.f_b, a.kf.data(), a.kz.data(), P, D, T);
-    cp.matmul_bf16(w.b, x, a.kb.data(), H, E, T);
 
     // state: S [H][D][D] | q hist [P][K-1] | k hist | v hist
     float* S = state;
@@ -48,7 +45,7 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
 
 #pragma omp parallel num_threads(cp.nth)
     for (int t = 0; t < T; ++t) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t h = 0; h < H; ++h) {
             float* q = a.kda_head.data() + h * 5 * D;  // [D] each
             float* k = q + D;

@@ -36,23 +36,25 @@ void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float
     const float scale = 1.0f / std::sqrt(float(QK));  // over the full q/k width, nope + rope
 
     // q = W_qb rmsnorm(W_qa x)  [T][H][nope + rope]; the low-rank norm uses eps 1e-6
-    cp.matmul_bf16(w.q_a, x, a.mq_a.data(), QL, E, T);
+    // (with the latent kv and the output gate logits, which read the same x)
+    if (c.mla_use_output_gate)
+        cp.matmul_bf16_many({{w.q_a, x, a.mq_a.data(), QL, E}, {w.kv_a, x, a.mkv.data(), KV, E},
+                             {w.g, x, a.mg.data(), H * VH, E}},
+                            T);
+    else
+        cp.matmul_bf16_many({{w.q_a, x, a.mq_a.data(), QL, E}, {w.kv_a, x, a.mkv.data(), KV, E}}, T);
     for (int t = 0; t < T; ++t) rmsnorm(&a.mq_a[t * QL], w.q_a_norm, &a.mq_a[t * QL], QL, kMlaLoraNormEps);
     cp.matmul_bf16(w.q_b, a.mq_a.data(), a.mq.data(), H * QK, QL, T);
 
     // cache row = [rmsnorm(c[:kv_lora]) | c[kv_lora:]], c = W_kva x; the rope slot is not normed
-    cp.matmul_bf16(w.kv_a, x, a.mkv.data(), KV, E, T);
     for (int t = 0; t < T; ++t) {
         float* row = rows + (pos0 + t) * KV;
         rmsnorm(&a.mkv[t * KV], w.kv_a_norm, row, KVL, kMlaLoraNormEps);
         std::memcpy(row + KVL, &a.mkv[t * KV + KVL], sizeof(float) * size_t(ROPE));
     }
 
-    // output gate logits  [T][H * v]
-    if (c.mla_use_output_gate) cp.matmul_bf16(w.g, x, a.mg.data(), H * VH, E, T);
-
     // causal attention of every (token, head) over the cached rows, in the latent space
-#pragma omp parallel for num_threads(cp.nth) schedule(static)
+#pragma omp parallel for num_threads(cp.nth) schedule(dynamic, 1)
     for (int64_t item = 0; item < T * H; ++item) {
         const int64_t t = item / H, h = item % H;
         const float* q = &a.mq[item * QK];

@@ -31,18 +31,11 @@ std::vector<float> read_vector(const Checkpoint& ckpt, const std::string& name) 
     return v;
 }
 
-// The largest row count any chunk product has (sizes the per-thread scatter scratch).
-int64_t max_rows(const ModelConfig& c) {
-    return std::max<int64_t>({c.vocab_size, c.hidden_size, c.intermediate_size, c.kda_width(),
-                              int64_t(c.num_attention_heads) * c.mla_q_head_dim(), c.num_experts,
-                              c.shared_intermediate(), c.moe_intermediate_size, c.routed_expert_hidden_size});
-}
-
 // h[t] = AttnRes(blocks[t][0..n_blocks) + pref[t]) for every token of the chunk.
 void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
     Activations& a = m.act;
     const int64_t E = m.cfg.hidden_size;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static)
+#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
         const float* src[256];
         for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
@@ -53,7 +46,7 @@ void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
 
 void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
     const int64_t E = m.cfg.hidden_size;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static)
+#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps);
 }
 
@@ -70,7 +63,7 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
     const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
     for (size_t i = 0; i < fold_out.size(); ++i) fold_out[i] = fold_out[i] * proj[i];
-    compute.reserve(kMaxChunkTokens, max_rows(cfg));
+    compute.reserve(kMaxChunkTokens);
 }
 
 Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
@@ -138,7 +131,7 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
     st.n_past += T;
     if (!logits) return Status::Ok();
     const int first = all_logits ? 0 : T - 1, n_out = T - first;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static)
+#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (n_out > 1)
     for (int t = first; t < T; ++t) {
         const float* src[256];
         for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];

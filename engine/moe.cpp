@@ -41,10 +41,12 @@ void select_experts(const float* scores, const float* bias, int n, int k, bool r
 }
 
 // Rows per work item so that experts x row blocks give every thread several items.
+// Whole experts when there are enough of them, else blocks Compute can scatter.
 int64_t block_rows(int64_t rows, int n_experts, int nth) {
-    const int64_t want_blocks = std::max<int64_t>(1, (4 * nth + n_experts - 1) / n_experts);
+    const int64_t want_blocks = (4 * nth + n_experts - 1) / n_experts;
+    if (want_blocks <= 1) return rows;
     const int64_t r = (rows + want_blocks - 1) / want_blocks;
-    return std::min(rows, (r + 15) / 16 * 16);
+    return std::min({rows, kMaxBlockRows, (r + 15) / 16 * 16});
 }
 
 // Runs the experts union_ids[b0 .. b0+nb) (their runs in a.expert_runs[0..nb)) over their rows
@@ -75,7 +77,7 @@ void run_experts(Model& m, int il, int b0, int nb) {
             cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r);
         }
         // act = SiTU-GLU(gate, up), in place
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 256)
         for (int64_t i = slot0 * I; i < slot1 * I; ++i) a.ex_gate[i] = situ_glu(a.ex_gate[i], a.ex_up[i], b1, b2);
         // e = W2 act  [n_u][L]
 #pragma omp for schedule(dynamic)
@@ -100,17 +102,22 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
     const int NE = c.num_experts, K = c.num_experts_per_token;
 
-    // router: s = sigmoid(W_gate x)  [T][n_expert]; top-k per token
-    cp.matmul_bf16(w.router, x, a.router.data(), NE, E, T);
+    // router logits [T][n_expert], latent input z = W_down x [T][L], shared experts' gate and up
+    // [T][SI]: all read the same x
+    if (SI > 0)
+        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E},
+                             {w.shared_gate, x, a.sgate.data(), SI, E}, {w.shared_up, x, a.sup.data(), SI, E}},
+                            T);
+    else
+        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E}}, T);
+
+    // s = sigmoid(logits); top-k per token
     for (int t = 0; t < T; ++t) {
         float* s = &a.router[size_t(t) * NE];
         for (int e = 0; e < NE; ++e) s[e] = sigmoid(s[e]);
         select_experts(s, w.router_bias, NE, K, c.moe_renormalize, c.routed_scaling_factor, a.router_c.data(),
                        &a.sel[size_t(t) * K], &a.sel_w[size_t(t) * K]);
     }
-
-    // latent input z = W_down x  [T][L]
-    cp.matmul_bf16(w.latent_down, x, a.lat.data(), L, E, T);
 
     // sort the (token, choice) pairs by expert: expert e's tokens are rows first_slot[e].. of ex_in
     std::fill(a.n_assigned.begin(), a.n_assigned.end(), 0);
@@ -140,7 +147,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     }
 
     // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [T][L]
-#pragma omp parallel for num_threads(cp.nth) schedule(static)
+#pragma omp parallel for num_threads(cp.nth) schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
         float* acc = &a.lat_acc[t * L];
         std::fill(acc, acc + L, 0.0f);
@@ -158,9 +165,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     // shared experts on the original input, unweighted, added after the up-projection
     if (SI > 0) {
         const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-        cp.matmul_bf16(w.shared_gate, x, a.sgate.data(), SI, E, T);
-        cp.matmul_bf16(w.shared_up, x, a.sup.data(), SI, E, T);
-#pragma omp parallel for num_threads(cp.nth) schedule(static)
+#pragma omp parallel for num_threads(cp.nth) schedule(dynamic, 256)
         for (int64_t i = 0; i < T * SI; ++i) a.sgate[i] = situ_glu(a.sgate[i], a.sup[i], b1, b2);
         cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, T);
         for (int64_t i = 0; i < T * E; ++i) out[i] += a.sout[i];
