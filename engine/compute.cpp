@@ -23,7 +23,7 @@ void scatter_rows(const float* tmp, float* Y, int64_t rows, int64_t T, RowRange 
 }  // namespace
 
 void Compute::bf16_rows(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T,
-                        RowRange r) const {
+                        RowRange r, int thread) const {
     if (r.size() <= 0) return;
     const uint16_t* Wr = W + r.begin * cols;
     if (T == 1) {
@@ -33,14 +33,14 @@ void Compute::bf16_rows(const uint16_t* W, const float* X, float* Y, int64_t row
     } else {
         K3_CHECK(T * r.size() <= tmp_stride_, "product scratch too small: %lld tokens x %lld rows", (long long)T,
                  (long long)r.size());
-        float* tmp = thread_tmp();
+        float* tmp = thread_tmp(thread);
         k.matmul_bf16(Wr, X, tmp, r.size(), cols, T);
         scatter_rows(tmp, Y, rows, T, r);
     }
 }
 
 void Compute::mxfp4_rows(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
-                         int64_t cols, int64_t T, RowRange r) const {
+                         int64_t cols, int64_t T, RowRange r, int thread) const {
     if (r.size() <= 0) return;
     const uint8_t* Pr = packed + r.begin * (cols / 2);
     const uint8_t* Sr = scales + r.begin * (cols / 32);
@@ -51,7 +51,7 @@ void Compute::mxfp4_rows(const uint8_t* packed, const uint8_t* scales, const flo
     } else {
         K3_CHECK(T * r.size() <= tmp_stride_, "product scratch too small: %lld tokens x %lld rows", (long long)T,
                  (long long)r.size());
-        float* tmp = thread_tmp();
+        float* tmp = thread_tmp(thread);
         k.matmul_mxfp4(Pr, Sr, X, tmp, r.size(), cols, T);
         scatter_rows(tmp, Y, rows, T, r);
     }
@@ -71,18 +71,18 @@ void Compute::matmul_bf16_many(std::initializer_list<Bf16Product> products, int6
         ++n;
     }
     const int64_t n_items = first_item[n];
-    auto run_item = [&](int64_t item) {
+    auto run_item = [&](int64_t item, int thread) {
         int j = 0;
         while (item >= first_item[j + 1]) ++j;
         const int64_t r0 = (item - first_item[j]) * block[j];
-        bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {r0, std::min(p[j].rows, r0 + block[j])});
+        bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {r0, std::min(p[j].rows, r0 + block[j])},
+                  thread);
     };
     if (nth == 1) {  // whole products: the kernels write Y directly
-        for (int j = 0; j < n; ++j) bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {0, p[j].rows});
+        for (int j = 0; j < n; ++j) bf16_rows(p[j].W, p[j].X, p[j].Y, p[j].rows, p[j].cols, T, {0, p[j].rows}, 0);
         return;
     }
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
-    for (int64_t item = 0; item < n_items; ++item) run_item(item);
+    pool_.parallel_for(n_items, run_item);
 }
 
 }  // namespace k3

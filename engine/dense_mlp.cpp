@@ -12,8 +12,7 @@ void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int 
     // gate, up  [T][F]
     m.compute.matmul_bf16_many({{w.gate, x, a.dgate.data(), F, E}, {w.up, x, a.dup.data(), F, E}}, T);
     // SiTU-GLU in place
-#pragma omp parallel for num_threads(m.compute.nth) schedule(dynamic, 256)
-    for (int64_t i = 0; i < T * F; ++i) a.dgate[i] = situ_glu(a.dgate[i], a.dup[i], b1, b2);
+    parallel_elementwise(m.compute, T * F, [&](int64_t i) { a.dgate[i] = situ_glu(a.dgate[i], a.dup[i], b1, b2); });
     // out = W_down act  [T][E]
     m.compute.matmul_bf16(w.down, a.dgate.data(), out, E, F, T);
 }

@@ -43,10 +43,8 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
     float* hist_k = hist_q + P * KH;
     float* hist_v = hist_k + P * KH;
 
-#pragma omp parallel num_threads(cp.nth)
     for (int t = 0; t < T; ++t) {
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t h = 0; h < H; ++h) {
+        cp.parallel_for(H, [&](int64_t h, int) {
             float* q = a.kda_head.data() + h * 5 * D;  // [D] each
             float* k = q + D;
             float* v = k + D;
@@ -74,7 +72,7 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
             // head RMSNorm with o_norm, then the sigmoid output gate
             rmsnorm(o, w.o_norm, o, D, eps);
             for (int64_t d = 0; d < D; ++d) a.ko[t * P + h * D + d] = o[d] * sigmoid(a.kg[t * P + h * D + d]);
-        }
+        });
     }
 
     // out = W_o o  [T][E]

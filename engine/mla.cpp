@@ -54,8 +54,7 @@ void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float
     }
 
     // causal attention of every (token, head) over the cached rows, in the latent space
-#pragma omp parallel for num_threads(cp.nth) schedule(dynamic, 1)
-    for (int64_t item = 0; item < T * H; ++item) {
+    cp.parallel_for(T * H, [&](int64_t item, int thread) {
         const int64_t t = item / H, h = item % H;
         const float* q = &a.mq[item * QK];
         float* q_abs = &a.mq_abs[item * KV];
@@ -66,12 +65,12 @@ void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float
         absorb_query(W_k, q, NOPE, KVL, q_abs);
         std::memcpy(q_abs + KVL, q + NOPE, sizeof(float) * size_t(ROPE));
         cp.k.attend_head(q_abs, rows, KV, rows, KV, pos0 + t + 1, int(KV), int(KVL), scale, ctx,
-                         attn_scratch + omp_get_thread_num() * scratch_stride);
+                         attn_scratch + thread * scratch_stride);
         cp.k.matvec_bf16(W_v, ctx, o, VH, KVL);
         // gate before o_proj, no norm
         if (c.mla_use_output_gate)
             for (int64_t j = 0; j < VH; ++j) o[j] *= sigmoid(a.mg[t * H * VH + h * VH + j]);
-    }
+    });
 
     // out = W_o o  [T][E]
     cp.matmul_bf16(w.o, a.mo.data(), out, E, H * VH, T);

@@ -35,19 +35,17 @@ std::vector<float> read_vector(const Checkpoint& ckpt, const std::string& name) 
 void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
     Activations& a = m.act;
     const int64_t E = m.cfg.hidden_size;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (T > 1)
-    for (int t = 0; t < T; ++t) {
+    m.compute.parallel_for(T, [&](int64_t t, int) {
         const float* src[256];
         for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
         src[n_blocks] = &a.pref[size_t(t) * E];
         attn_res_mix(src, n_blocks + 1, fold, m.cfg.rms_norm_eps, E, h + size_t(t) * E);
-    }
+    });
 }
 
 void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
     const int64_t E = m.cfg.hidden_size;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (T > 1)
-    for (int t = 0; t < T; ++t) rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps);
+    m.compute.parallel_for(T, [&](int64_t t, int) { rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps); });
 }
 
 }  // namespace
@@ -131,15 +129,15 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
     st.n_past += T;
     if (!logits) return Status::Ok();
     const int first = all_logits ? 0 : T - 1, n_out = T - first;
-#pragma omp parallel for num_threads(m.compute.nth) schedule(static) if (n_out > 1)
-    for (int t = first; t < T; ++t) {
+    m.compute.parallel_for(n_out, [&](int64_t i, int) {
+        const int t = first + int(i);
         const float* src[256];
         for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
         src[n_blocks] = &a.pref[size_t(t) * E];
         float* h = &a.final_h[size_t(t - first) * E];
         attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
         rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
-    }
+    });
     m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), logits, V, E,
                           n_out);
     return Status::Ok();

@@ -62,35 +62,31 @@ void run_experts(Model& m, int il, int b0, int nb) {
     const int64_t slot0 = a.first_slot[a.union_ids[b0]];
     const int64_t slot1 = a.cursor[a.union_ids[b0 + nb - 1]];
 
-#pragma omp parallel num_threads(cp.nth)
-    {
-        // gate = W1 z, up = W3 z for each expert's tokens  [n_u][I]
-#pragma omp for schedule(dynamic)
-        for (int64_t item = 0; item < nb * nblk_up; ++item) {
-            const int u = int(item / nblk_up);
-            const int32_t e = a.union_ids[b0 + u];
-            const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
-            const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
-            const int64_t r0 = (item % nblk_up) * rb_up;
-            const RowRange r{r0, std::min(I, r0 + rb_up)};
-            cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[s0 * L], &a.ex_gate[s0 * I], I, L, n_u, r);
-            cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r);
-        }
-        // act = SiTU-GLU(gate, up), in place
-#pragma omp for schedule(dynamic, 256)
-        for (int64_t i = slot0 * I; i < slot1 * I; ++i) a.ex_gate[i] = situ_glu(a.ex_gate[i], a.ex_up[i], b1, b2);
-        // e = W2 act  [n_u][L]
-#pragma omp for schedule(dynamic)
-        for (int64_t item = 0; item < nb * nblk_dn; ++item) {
-            const int u = int(item / nblk_dn);
-            const int32_t e = a.union_ids[b0 + u];
-            const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
-            const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
-            const int64_t r0 = (item % nblk_dn) * rb_dn;
-            const RowRange r{r0, std::min(L, r0 + rb_dn)};
-            cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r);
-        }
-    }
+    // gate = W1 z, up = W3 z for each expert's tokens  [n_u][I]
+    cp.parallel_for(nb * nblk_up, [&](int64_t item, int thread) {
+        const int u = int(item / nblk_up);
+        const int32_t e = a.union_ids[b0 + u];
+        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
+        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
+        const int64_t r0 = (item % nblk_up) * rb_up;
+        const RowRange r{r0, std::min(I, r0 + rb_up)};
+        cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[s0 * L], &a.ex_gate[s0 * I], I, L, n_u, r, thread);
+        cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r, thread);
+    });
+    // act = SiTU-GLU(gate, up), in place
+    float* gate = &a.ex_gate[slot0 * I];
+    const float* up = &a.ex_up[slot0 * I];
+    parallel_elementwise(cp, (slot1 - slot0) * I, [&](int64_t i) { gate[i] = situ_glu(gate[i], up[i], b1, b2); });
+    // e = W2 act  [n_u][L]
+    cp.parallel_for(nb * nblk_dn, [&](int64_t item, int thread) {
+        const int u = int(item / nblk_dn);
+        const int32_t e = a.union_ids[b0 + u];
+        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
+        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
+        const int64_t r0 = (item % nblk_dn) * rb_dn;
+        const RowRange r{r0, std::min(L, r0 + rb_dn)};
+        cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r, thread);
+    });
 }
 
 }  // namespace
@@ -147,8 +143,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     }
 
     // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [T][L]
-#pragma omp parallel for num_threads(cp.nth) schedule(static) if (T > 1)
-    for (int t = 0; t < T; ++t) {
+    cp.parallel_for(T, [&](int64_t t, int) {
         float* acc = &a.lat_acc[t * L];
         std::fill(acc, acc + L, 0.0f);
         for (int j = 0; j < K; ++j) {
@@ -157,7 +152,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
             for (int64_t i = 0; i < L; ++i) acc[i] += wj * e[i];
         }
         if (c.latent_moe_use_norm) rmsnorm(acc, w.latent_norm, acc, L, c.rms_norm_eps);
-    }
+    });
 
     // out = W_up acc  [T][E]
     cp.matmul_bf16(w.latent_up, a.lat_acc.data(), out, E, L, T);
@@ -165,8 +160,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     // shared experts on the original input, unweighted, added after the up-projection
     if (SI > 0) {
         const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-#pragma omp parallel for num_threads(cp.nth) schedule(dynamic, 256)
-        for (int64_t i = 0; i < T * SI; ++i) a.sgate[i] = situ_glu(a.sgate[i], a.sup[i], b1, b2);
+        parallel_elementwise(cp, T * SI, [&](int64_t i) { a.sgate[i] = situ_glu(a.sgate[i], a.sup[i], b1, b2); });
         cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, T);
         for (int64_t i = 0; i < T * E; ++i) out[i] += a.sout[i];
     }
