@@ -51,7 +51,8 @@ void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
 }  // namespace
 
 Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightStore& store_)
-    : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_), act(ckpt_.config, kMaxChunkTokens) {
+    : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_),
+      act(ckpt_.config, chunk_tokens_for(ckpt_.config)) {
     K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
     layouts = layout_layers(ckpt);
     vectors.resize(layouts.size());
@@ -61,7 +62,7 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
     const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
     for (size_t i = 0; i < fold_out.size(); ++i) fold_out[i] = fold_out[i] * proj[i];
-    compute.reserve(kMaxChunkTokens);
+    compute.reserve(act.max_tokens);
 }
 
 Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,

@@ -17,9 +17,6 @@
 
 namespace k3 {
 
-// Largest number of tokens one forward() call evaluates; longer prompts go in chunks.
-inline constexpr int kMaxChunkTokens = 64;
-
 struct Model {
     Model(const Checkpoint& ckpt, const Kernels& k, int n_threads, WeightStore& store);
 
@@ -39,7 +36,7 @@ struct Model {
     Activations act;
 };
 
-// Evaluates tokens (at most kMaxChunkTokens) at positions st.n_past..., advancing the KDA state
+// Evaluates tokens (at most m.act.max_tokens, chunk_tokens_for(cfg)) at positions st.n_past..., advancing the KDA state
 // and writing MLA latent rows; on success st.n_past grows by tokens.size(). logits receives the
 // last token's logits [V], or every token's [T][V] when all_logits, or nothing when null. Checks `cancel` between
 // layers. On failure (Cancelled, IoError) the state is partly advanced and must be restored by

@@ -19,7 +19,8 @@ constexpr size_t kMaxSnapshots = 3;
 class SessionImpl final : public Session {
 public:
     SessionImpl(EngineImpl& engine, int n_ctx)
-        : engine_(engine), st_(engine.config(), n_ctx, engine.n_threads()) {
+        : engine_(engine), st_(engine.config(), n_ctx, engine.n_threads()),
+          chunk_(size_t(engine.model().act.max_tokens)) {
         tokens_.reserve(size_t(n_ctx));
         logits_.assign(size_t(engine.config().vocab_size), 0.0f);
     }
@@ -40,8 +41,8 @@ public:
         drop_snapshots_after(resume);
 
         logits_valid_ = false;
-        for (size_t p = resume; p < tokens.size(); p += kMaxChunkTokens) {
-            const size_t n = std::min<size_t>(kMaxChunkTokens, tokens.size() - p);
+        for (size_t p = resume; p < tokens.size(); p += chunk_) {
+            const size_t n = std::min(chunk_, tokens.size() - p);
             const bool last = p + n == tokens.size();
             Status s = engine_.evaluate(st_, tokens.subspan(p, n), last ? logits_.data() : nullptr, false, &cancel);
             if (!s.ok()) {
@@ -80,8 +81,8 @@ public:
         out.assign(tokens.size() * V, 0.0f);
         snapshots_.clear();
         reset();
-        for (size_t p = 0; p < tokens.size(); p += kMaxChunkTokens) {
-            const size_t n = std::min<size_t>(kMaxChunkTokens, tokens.size() - p);
+        for (size_t p = 0; p < tokens.size(); p += chunk_) {
+            const size_t n = std::min(chunk_, tokens.size() - p);
             Status s = engine_.evaluate(st_, tokens.subspan(p, n), out.data() + p * V, true, nullptr);
             if (!s.ok()) {
                 reset();
@@ -154,6 +155,7 @@ private:
 
     EngineImpl& engine_;
     SequenceState st_;
+    size_t chunk_;                  // tokens per forward() call
     std::vector<int32_t> tokens_;   // the tokens whose state st_ holds (st_.n_past == size)
     std::vector<float> logits_;     // [V] of the last token
     bool logits_valid_ = false;

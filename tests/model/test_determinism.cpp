@@ -3,6 +3,8 @@
 // (and a prefill followed by decode steps), for the selected kernel set and for scalar.
 #include <doctest/doctest.h>
 
+#include "activations.h"
+#include "checkpoint.h"
 #include "model/model_test_util.h"
 
 using namespace k3;
@@ -11,8 +13,6 @@ using namespace k3::test;
 namespace {
 
 constexpr int kSeed = 3;
-// Longer than one forward() chunk (64), so chunked prefill is part of what is compared.
-constexpr int kLength = 70;
 
 std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
     auto s = e.new_session(int(ids.size()));
@@ -23,6 +23,8 @@ std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
 
 void check_preset(const std::string& preset, const std::string& kernels) {
     const std::string dir = synthetic_model("determinism", preset, kSeed);
+    // Longer than one forward() chunk, so chunked prefill is part of what is compared.
+    const int kLength = chunk_tokens_for(open_checkpoint(dir).config) + 6;
     auto e1 = load_engine(dir, 1, kernels);
     const int V = e1->info().n_vocab;
     const auto ids = test_prompt(kLength, V);
