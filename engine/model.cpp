@@ -56,6 +56,7 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
     layouts = layout_layers(ckpt);
     vectors.resize(layouts.size());
+    for (size_t il = 0; il < layouts.size(); ++il) size_layer_vectors(cfg, layouts[il], vectors[il]);
     embed = read_resident(ckpt, kModelPrefix + "embed_tokens.weight");
     lm_head = read_resident(ckpt, kLmHeadName);
     final_norm = read_vector(ckpt, kModelPrefix + "norm.weight");

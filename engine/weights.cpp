@@ -2,6 +2,7 @@
 // layer_prefix(); offsets from the checkpoint's layer runs.
 #include "weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -144,45 +145,55 @@ std::vector<LayerLayout> layout_layers(const Checkpoint& ckpt) {
 
 namespace {
 
-std::vector<float> widen(const uint8_t* run, const SmallTensor& t) {
-    std::vector<float> v(size_t(t.numel));
-    widen_to_f32(run + t.offset, t.dtype, t.numel, v.data());
-    return v;
+// Widens t into v; with run == nullptr only sizes v (so the token loop never allocates).
+void widen(const uint8_t* run, const SmallTensor& t, std::vector<float>& v) {
+    v.resize(size_t(t.numel));
+    if (run) widen_to_f32(run + t.offset, t.dtype, t.numel, v.data());
 }
 
 // fold = norm.weight ⊙ proj.weight: the attention-residual scoring vector (spec 2.3).
-std::vector<float> fold(const uint8_t* run, const SmallTensor& norm, const SmallTensor& proj) {
-    std::vector<float> n = widen(run, norm), p = widen(run, proj);
-    for (size_t i = 0; i < n.size(); ++i) n[i] = n[i] * p[i];
-    return n;
+void fold(const uint8_t* run, const SmallTensor& norm, const SmallTensor& proj, std::vector<float>& out,
+          std::vector<float>& tmp) {
+    widen(run, norm, out);
+    widen(run, proj, tmp);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = out[i] * tmp[i];
+}
+
+void fill(const ModelConfig& c, const LayerLayout& L, const uint8_t* run, LayerVectors& v) {
+    widen(run, L.input_norm, v.input_norm);
+    widen(run, L.post_norm, v.post_norm);
+    fold(run, L.attn_res_norm, L.attn_res_proj, v.fold_attn, v.scratch);
+    fold(run, L.mlp_res_norm, L.mlp_res_proj, v.fold_mlp, v.scratch);
+    if (c.is_mla(L.il)) {
+        widen(run, L.q_a_norm, v.q_a_norm);
+        widen(run, L.kv_a_norm, v.kv_a_norm);
+    } else {
+        widen(run, L.conv_q, v.conv_q);
+        widen(run, L.conv_k, v.conv_k);
+        widen(run, L.conv_v, v.conv_v);
+        // A_log is per head (the first n_head of a zero-padded vector); keep exp(A_log[h]).
+        widen(run, L.a_log, v.scratch);
+        v.decay_rate.resize(size_t(c.kda_num_heads));
+        for (int h = 0; h < c.kda_num_heads; ++h) v.decay_rate[size_t(h)] = std::exp(v.scratch[size_t(h)]);
+        widen(run, L.dt_bias, v.dt_bias);
+        widen(run, L.o_norm, v.o_norm);
+    }
+    if (!c.is_dense(L.il)) {
+        widen(run, L.router_bias, v.router_bias);
+        widen(run, L.latent_norm, v.latent_norm);
+    }
 }
 
 }  // namespace
 
+void size_layer_vectors(const ModelConfig& c, const LayerLayout& L, LayerVectors& v) {
+    v.scratch.reserve(size_t(std::max({L.attn_res_proj.numel, L.mlp_res_proj.numel, L.a_log.numel})));
+    fill(c, L, nullptr, v);
+}
+
 void widen_layer_vectors(const ModelConfig& c, const LayerLayout& L, const uint8_t* run, LayerVectors& v) {
     if (v.ready) return;
-    v.input_norm = widen(run, L.input_norm);
-    v.post_norm = widen(run, L.post_norm);
-    v.fold_attn = fold(run, L.attn_res_norm, L.attn_res_proj);
-    v.fold_mlp = fold(run, L.mlp_res_norm, L.mlp_res_proj);
-    if (c.is_mla(L.il)) {
-        v.q_a_norm = widen(run, L.q_a_norm);
-        v.kv_a_norm = widen(run, L.kv_a_norm);
-    } else {
-        v.conv_q = widen(run, L.conv_q);
-        v.conv_k = widen(run, L.conv_k);
-        v.conv_v = widen(run, L.conv_v);
-        // A_log is per head (the first n_head of a zero-padded vector); keep exp(A_log[h]).
-        std::vector<float> a_log = widen(run, L.a_log);
-        v.decay_rate.resize(size_t(c.kda_num_heads));
-        for (int h = 0; h < c.kda_num_heads; ++h) v.decay_rate[size_t(h)] = std::exp(a_log[size_t(h)]);
-        v.dt_bias = widen(run, L.dt_bias);
-        v.o_norm = widen(run, L.o_norm);
-    }
-    if (!c.is_dense(L.il)) {
-        v.router_bias = widen(run, L.router_bias);
-        v.latent_norm = widen(run, L.latent_norm);
-    }
+    fill(c, L, run, v);
     v.ready = true;
 }
 

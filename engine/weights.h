@@ -103,12 +103,15 @@ struct LayerVectors {
     std::vector<float> conv_q, conv_k, conv_v, decay_rate, dt_bias, o_norm;
     std::vector<float> q_a_norm, kv_a_norm;
     std::vector<float> router_bias, latent_norm;
+    std::vector<float> scratch;  // widening room for the proj vectors and A_log
 };
 
 // Computes every layer's layout; throws k3::Error(Checkpoint) for a tensor the layer run does
 // not hold or a bf16 matrix that is not 2-byte aligned inside it.
 std::vector<LayerLayout> layout_layers(const Checkpoint& ckpt);
 
+// Sizes every vector of `vec` for the layer (at load, so the first token does not allocate).
+void size_layer_vectors(const ModelConfig& cfg, const LayerLayout& lay, LayerVectors& vec);
 // Widens the small vectors of a layer from its run bytes (no-op once `vec.ready`).
 void widen_layer_vectors(const ModelConfig& cfg, const LayerLayout& lay, const uint8_t* run, LayerVectors& vec);
 
