@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "checkpoint.h"
 #include "k3/engine.h"
@@ -67,5 +68,11 @@ struct MemoryPlan;
 // O_DIRECT reads with several in flight. Throws k3::Error (Checkpoint for a packed trunk that
 // does not match, Memory when allocation fails).
 std::unique_ptr<WeightStore> make_streaming_store(const Checkpoint& ckpt, const io::MemoryPlan& plan);
+
+// The store Engine::load uses: make_resident_store when `memory` asks for no budget (preset
+// empty, no trunk/cache GB), otherwise the streaming store for that budget. *plan receives a
+// one-line description of the memory plan (ModelInfo::memory_plan).
+std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
+                                               std::string* plan);
 
 }  // namespace k3

@@ -1,0 +1,74 @@
+// Bit-identity of the forward pass (spec, decisions 2): the same logits bits for 1, 2 and 3
+// threads, from run to run, and between one prefill and the same tokens fed one at a time
+// (and a prefill followed by decode steps), for the selected kernel set and for scalar.
+#include <doctest/doctest.h>
+
+#include "activations.h"
+#include "checkpoint.h"
+#include "model/model_test_util.h"
+
+using namespace k3;
+using namespace k3::test;
+
+namespace {
+
+constexpr int kSeed = 3;
+
+std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
+    auto s = e.new_session(int(ids.size()));
+    std::vector<float> all;
+    REQUIRE(s->prefill_all_logits(ids, all).ok());
+    return all;
+}
+
+void check_preset(const std::string& preset, const std::string& kernels) {
+    const std::string dir = synthetic_model("determinism", preset, kSeed);
+    // Longer than one forward() chunk, so chunked prefill is part of what is compared.
+    const int kLength = chunk_tokens_for(open_checkpoint(dir).config) + 6;
+    auto e1 = load_engine(dir, 1, kernels);
+    const int V = e1->info().n_vocab;
+    const auto ids = test_prompt(kLength, V);
+    const std::vector<float> ref = prefill_logits(*e1, ids);
+    INFO("preset " << preset << ", kernels " << e1->info().kernels);
+
+    SUBCASE("threads 2 and 3 give the bits of 1") {
+        for (int threads : {2, 3}) {
+            auto e = load_engine(dir, threads, kernels);
+            CHECK_MESSAGE(same_bits(prefill_logits(*e, ids), ref), "threads=" << threads);
+        }
+    }
+    SUBCASE("run to run") {
+        CHECK(same_bits(prefill_logits(*e1, ids), ref));
+        auto again = load_engine(dir, 1, kernels);
+        CHECK(same_bits(prefill_logits(*again, ids), ref));
+    }
+    SUBCASE("one token at a time equals the prefill at every position") {
+        auto e2 = load_engine(dir, 2, kernels);
+        auto s = e2->new_session(kLength);
+        CancelFlag cancel{false};
+        REQUIRE(s->sync(std::span(ids).first(1), cancel).ok());
+        CHECK(same_bits(s->logits(), std::span(ref).first(size_t(V))));
+        for (int t = 1; t < kLength; ++t) {
+            REQUIRE(s->append(ids[size_t(t)], cancel).ok());
+            CHECK_MESSAGE(same_bits(s->logits(), std::span(ref).subspan(size_t(t) * V, size_t(V))), "position " << t);
+        }
+    }
+    SUBCASE("prefill then decode equals the prefill at every decoded position") {
+        auto s = e1->new_session(kLength);
+        CancelFlag cancel{false};
+        const int prompt = 23;
+        REQUIRE(s->sync(std::span(ids).first(prompt), cancel).ok());
+        CHECK(same_bits(s->logits(), std::span(ref).subspan(size_t(prompt - 1) * V, size_t(V))));
+        for (int t = prompt; t < kLength; ++t) {
+            REQUIRE(s->append(ids[size_t(t)], cancel).ok());
+            CHECK_MESSAGE(same_bits(s->logits(), std::span(ref).subspan(size_t(t) * V, size_t(V))), "position " << t);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("determinism: tiny, selected kernels") { check_preset("tiny", ""); }
+TEST_CASE("determinism: tiny, scalar kernels") { check_preset("tiny", "scalar"); }
+TEST_CASE("determinism: tiny-wide, selected kernels") { check_preset("tiny-wide", ""); }
+TEST_CASE("determinism: tiny-wide, scalar kernels") { check_preset("tiny-wide", "scalar"); }

@@ -1,0 +1,112 @@
+// The three gates against the independent numpy reference's goldens (tests/fixtures/golden,
+// written by tests/reference/make_goldens.py from the same make-model checkpoints):
+//   1. prefill logits at every position within rel-L2 1e-4 of the golden, same argmax;
+//   2. greedy decoding by repeated full prefill gives the golden ids;
+//   3. incremental decoding (prefill the prompt, then one token at a time) gives the same ids.
+// On tiny and tiny-wide, with the selected kernel set and with scalar.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model_test_util.h"
+
+using namespace k3;
+using namespace k3::test;
+
+namespace {
+
+constexpr double kMaxRelL2 = 1e-4;
+
+struct Golden {
+    int seed = 0;
+    int vocab = 0;
+    std::vector<int32_t> prompt, greedy, argmax;
+    std::vector<float> logits;  // [positions][vocab]
+};
+
+Golden load_golden(const std::string& preset) {
+    const std::string dir = env_or("K3_SOURCE_DIR", ".") + "/tests/fixtures/golden/";
+    std::ifstream in(dir + preset + ".json");
+    REQUIRE_MESSAGE(in, "missing golden " << dir << preset << ".json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    Golden g;
+    // the generator arguments the goldens were computed from
+    const std::vector<std::string> args = j.at("make_model_args");
+    REQUIRE(args.size() == 4);
+    REQUIRE(args[0] == "--preset");
+    REQUIRE(args[1] == preset);
+    REQUIRE(args[2] == "--seed");
+    g.seed = std::stoi(args[3]);
+    g.vocab = j.at("vocab_size");
+    g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+    g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
+    g.argmax = j.at("argmax").get<std::vector<int32_t>>();
+    std::ifstream lf(dir + j.at("logits_file").get<std::string>(), std::ios::binary);
+    g.logits.resize(g.greedy.size() * size_t(g.vocab));
+    lf.read(reinterpret_cast<char*>(g.logits.data()), std::streamsize(g.logits.size() * sizeof(float)));
+    REQUIRE_MESSAGE(lf.gcount() == std::streamsize(g.logits.size() * sizeof(float)), "short golden logits file");
+    return g;
+}
+
+double rel_l2(const float* a, const float* b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; ++i) {
+        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        den += double(b[i]) * b[i];
+    }
+    return std::sqrt(num / den);
+}
+
+void check_gates(const std::string& preset, const std::string& kernels) {
+    const Golden g = load_golden(preset);
+    auto e = load_engine(synthetic_model("golden", preset, g.seed), 2, kernels);
+    INFO("preset " << preset << ", kernels " << e->info().kernels);
+    REQUIRE(e->info().n_vocab == g.vocab);
+    const size_t V = size_t(g.vocab), n_prompt = g.prompt.size();
+
+    SUBCASE("gate 1: prefill logits at every position") {
+        auto s = e->new_session(int(g.greedy.size()));
+        std::vector<float> logits;
+        REQUIRE(s->prefill_all_logits(g.greedy, logits).ok());
+        double worst = 0;
+        for (size_t t = 0; t < g.greedy.size(); ++t) {
+            const double r = rel_l2(&logits[t * V], &g.logits[t * V], int(V));
+            worst = std::max(worst, r);
+            CHECK_MESSAGE(r <= kMaxRelL2, "position " << t << " rel-L2 " << r);
+            CHECK_MESSAGE(argmax(std::span(logits).subspan(t * V, V)) == g.argmax[t], "position " << t);
+        }
+        MESSAGE(preset << " (" << e->info().kernels << "): worst rel-L2 over " << g.greedy.size()
+                       << " positions = " << worst);
+    }
+    SUBCASE("gate 2: greedy by repeated full prefill") {
+        std::vector<int32_t> seq = g.prompt;
+        CancelFlag cancel{false};
+        while (seq.size() < g.greedy.size()) {
+            auto s = e->new_session(int(g.greedy.size()));  // a cold session: a full prefill every time
+            REQUIRE(s->sync(seq, cancel).ok());
+            seq.push_back(argmax(s->logits()));
+        }
+        CHECK(seq == g.greedy);
+    }
+    SUBCASE("gate 3: incremental decode") {
+        auto s = e->new_session(int(g.greedy.size()));
+        CancelFlag cancel{false};
+        REQUIRE(s->sync(g.prompt, cancel).ok());
+        std::vector<int32_t> seq = g.prompt;
+        while (seq.size() < g.greedy.size()) {
+            seq.push_back(argmax(s->logits()));
+            if (seq.size() < g.greedy.size()) REQUIRE(s->append(seq.back(), cancel).ok());
+        }
+        CHECK(seq == g.greedy);
+        CHECK(seq.size() - n_prompt == g.greedy.size() - n_prompt);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("golden gates: tiny, selected kernels") { check_gates("tiny", ""); }
+TEST_CASE("golden gates: tiny, scalar kernels") { check_gates("tiny", "scalar"); }
+TEST_CASE("golden gates: tiny-wide, selected kernels") { check_gates("tiny-wide", ""); }
+TEST_CASE("golden gates: tiny-wide, scalar kernels") { check_gates("tiny-wide", "scalar"); }
