@@ -250,7 +250,9 @@ int run(const Args& args) {
         r["status"] = status.ok() ? "ok" : status.message;
         r["exit_code"] = code;
         std::ofstream out(args.report);
-        out << r.dump(2) << "\n";
+        // Generated text may end inside a UTF-8 sequence (or be invalid bytes from a random model):
+        // the report replaces such bytes with U+FFFD rather than failing.
+        out << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         if (!out) throw Error(ErrorKind::Io, "cannot write --report " + args.report);
     }
     return code;

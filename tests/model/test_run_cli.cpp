@@ -1,0 +1,100 @@
+// `k3serve run` as users and scripts see it: the generated ids on the tiny golden model equal
+// the reference's greedy ids, --dump-logits writes [positions][vocab] float32 matching the
+// golden rows, --report has the documented fields, and the exit-code contract holds (0 ok,
+// 2 usage or an untrusted checkpoint, --help 0).
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/model_test_util.h"
+
+using namespace k3::test;
+
+namespace {
+
+struct Result {
+    int code;
+    std::string out;
+};
+
+Result run(const std::string& args) {
+    const std::string cmd = env_or("K3SERVE_BIN", "k3serve") + " run " + args + " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string join(const std::vector<int32_t>& v, const char* sep) {
+    std::ostringstream s;
+    for (size_t i = 0; i < v.size(); ++i) s << (i ? sep : "") << v[i];
+    return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
+    const std::string golden_dir = env_or("K3_SOURCE_DIR", ".") + "/tests/fixtures/golden/";
+    std::ifstream in(golden_dir + "tiny.json");
+    REQUIRE(in);
+    const nlohmann::json g = nlohmann::json::parse(in);
+    const std::vector<int32_t> prompt = g.at("prompt_ids"), greedy = g.at("greedy_ids");
+    const int V = g.at("vocab_size"), n_gen = int(greedy.size() - prompt.size());
+    const std::string model = synthetic_model("run_cli", "tiny", std::stoi(g.at("make_model_args")[3].get<std::string>()));
+    const std::string tmp = env_or("K3_TEST_TMP", "/tmp/k3-test") + "/run_cli/";
+
+    const Result r = run(model + " --ids " + join(prompt, ",") + " --gen " + std::to_string(n_gen) +
+                         " --dump-logits " + tmp + "logits.f32 --report " + tmp + "report.json");
+    REQUIRE(r.code == 0);
+    const std::vector<int32_t> generated(greedy.begin() + std::ptrdiff_t(prompt.size()), greedy.end());
+    CHECK(r.out.find("generated ids: " + join(generated, " ") + "\n") != std::string::npos);
+    CHECK(r.out.find("step 0: token " + std::to_string(generated[0])) != std::string::npos);
+
+    // the dump: the prompt's positions, float32 [positions][vocab], close to the golden rows
+    std::ifstream lf(tmp + "logits.f32", std::ios::binary | std::ios::ate);
+    REQUIRE(lf);
+    CHECK(int64_t(lf.tellg()) == int64_t(prompt.size()) * V * 4);
+    lf.seekg(0);
+    std::vector<float> dumped(prompt.size() * size_t(V)), golden(dumped.size());
+    lf.read(reinterpret_cast<char*>(dumped.data()), std::streamsize(dumped.size() * 4));
+    std::ifstream gf(golden_dir + "tiny.logits.f32", std::ios::binary);
+    gf.read(reinterpret_cast<char*>(golden.data()), std::streamsize(golden.size() * 4));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < dumped.size(); ++i) {
+        num += (double(dumped[i]) - golden[i]) * (double(dumped[i]) - golden[i]);
+        den += double(golden[i]) * golden[i];
+    }
+    CHECK(std::sqrt(num / den) < 1e-4);
+
+    // the report
+    std::ifstream rf(tmp + "report.json");
+    REQUIRE(rf);
+    const nlohmann::json rep = nlohmann::json::parse(rf);
+    CHECK(rep.at("prompt_ids").get<std::vector<int32_t>>() == prompt);
+    CHECK(rep.at("generated_ids").get<std::vector<int32_t>>() == generated);
+    CHECK(rep.at("steps").size() == generated.size());
+    CHECK(rep.at("peak_rss_bytes").get<int64_t>() > 0);
+    CHECK(rep.at("seconds_per_token").get<double>() > 0);
+    CHECK(rep.at("kv_bytes_per_position").get<int64_t>() == 4 * (32 + 8) * 4);  // 4 MLA layers x 40 floats
+    CHECK(rep.at("exit_code") == 0);
+    for (const char* key : {"trunk_bytes_read", "expert_bytes_read", "expert_requests", "kernels", "fingerprint"})
+        CHECK_MESSAGE(rep.contains(key), key);
+
+    // exit codes
+    CHECK(run("--help").code == 0);
+    CHECK(run(model).code == 2);                                   // no prompt
+    CHECK(run(model + " --ids 1,2 --prompt x").code == 2);         // two prompts
+    CHECK(run(model + " --ids 1,x").code == 2);                    // bad id list
+    CHECK(run(model + " --ids 1 --bogus").code == 2);              // unknown option
+    CHECK(run(tmp + "no-such-model --ids 1").code == 2);           // no checkpoint there
+    CHECK(run(model + " --ids 1 --kernels sse9").code == 2);       // unknown kernel set
+    CHECK(run(model + " --ids 1," + std::to_string(V) + " --gen 1").code == 1);  // id outside the vocabulary
+}
