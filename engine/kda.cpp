@@ -1,7 +1,7 @@
 // Kimi Delta Attention (spec 2.5). The projections run over the whole chunk; the recurrence runs
-// token by token (it is sequential), all heads of a token in parallel. Everything a head needs
-// for one token (its conv channels, norms, decay, delta-rule step, head norm and gate) is done
-// by one thread, so the result does not depend on the thread count.
+// token by token (it is sequential), the heads in parallel. Everything a head needs (its conv
+// channels, norms, decay, delta-rule steps, head norm and gate, for every token of the chunk)
+// is done by one thread, so the result does not depend on the thread count.
 #include <cmath>
 
 #include "blocks.h"
@@ -43,8 +43,9 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
     float* hist_k = hist_q + P * KH;
     float* hist_v = hist_k + P * KH;
 
-    for (int t = 0; t < T; ++t) {
-        cp.parallel_for(H, [&](int64_t h, int) {
+    // heads are independent for the whole chunk: each thread runs its heads through every token
+    cp.parallel_for(H, [&](int64_t h, int) {
+        for (int t = 0; t < T; ++t) {
             float* q = a.kda_head.data() + h * 5 * D;  // [D] each
             float* k = q + D;
             float* v = k + D;
@@ -72,8 +73,8 @@ void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, floa
             // head RMSNorm with o_norm, then the sigmoid output gate
             rmsnorm(o, w.o_norm, o, D, eps);
             for (int64_t d = 0; d < D; ++d) a.ko[t * P + h * D + d] = o[d] * sigmoid(a.kg[t * P + h * D + d]);
-        });
-    }
+        }
+    });
 
     // out = W_o o  [T][E]
     cp.matmul_bf16(w.o, a.ko.data(), out, E, P, T);
