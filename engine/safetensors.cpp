@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -156,6 +157,8 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view bytes, int64_t
     const int64_t data_size = file_size - start;
     std::vector<TensorInfo> out;
     out.reserve(header.size());
+    std::unique_ptr<TensorInfo> first_cut;
+    size_t n_cut = 0;
     for (auto it = header.begin(); it != header.end(); ++it) {
         const std::string& name = it.key();
         if (name == "__metadata__") {
@@ -195,12 +198,21 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view bytes, int64_t
             refuse(where + ": " + dtype_name(t.dtype) + " " + shape_str(t.shape) + " needs " + std::to_string(t.nbytes) +
                    " bytes but data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] span " +
                    std::to_string(end - begin));
-        if (end > data_size)
-            refuse(where + ": data ends at byte " + std::to_string(start + end) + " but the file is only " +
-                   std::to_string(file_size) + " bytes (truncated download?)");
         t.offset = start + begin;
+        // Past the end of the file: keep going, so the message can name the FIRST tensor the
+        // truncation cut (JSON order is not file order) and count the rest.
+        if (end > data_size) {
+            if (!first_cut || t.offset < first_cut->offset) first_cut = std::make_unique<TensorInfo>(t);
+            ++n_cut;
+            continue;
+        }
         out.push_back(std::move(t));
     }
+    if (first_cut)
+        refuse(file + ": tensor " + shown_name(first_cut->name) + ": data ends at byte " +
+               std::to_string(first_cut->offset + first_cut->nbytes) + " but the file is only " +
+               std::to_string(file_size) + " bytes (truncated download?)" +
+               (n_cut > 1 ? "; " + std::to_string(n_cut - 1) + " later tensors are cut off too" : std::string()));
 
     // Overlaps: sort by start; every non-empty tensor must begin at or after the previous end.
     std::vector<const TensorInfo*> by_offset;

@@ -64,9 +64,10 @@ void print_summary(const Checkpoint& ck) {
         if (!ignored_str.empty()) ignored_str += ", ";
         ignored_str += fam + " " + std::to_string(n);
     }
-    std::printf("tensors:  %zu required, all present with the right dtype and shape; %zu not in the tensor list, ignored%s%s%s\n",
-                required.size(), td.tensors().size() - required.size(), ignored.empty() ? "" : " (",
-                ignored_str.c_str(), ignored.empty() ? "" : ")");
+    const size_t others = td.tensors().size() - required.size();
+    std::printf("tensors:  %zu required, all present with the right dtype and shape", required.size());
+    if (others) std::printf("; %zu not in the tensor list, ignored (%s)", others, ignored_str.c_str());
+    std::printf("\n");
 
     int64_t trunk = 0, smallest = INT64_MAX, largest = 0;
     int largest_layer = 0;
@@ -82,10 +83,10 @@ void print_summary(const Checkpoint& ck) {
 
     int moe_layers = c.num_hidden_layers - c.first_k_dense_replace;
     std::printf("experts:  %d MoE layers x %d = %s routed experts, each six MXFP4 tensors back to back, %s B each "
-                "(%s pool); %zu packed/scale pairs consistent\n",
+                "(%s pool); %s packed/scale pairs consistent\n",
                 moe_layers, c.num_experts, grouped(int64_t(moe_layers) * c.num_experts).c_str(),
                 grouped(expert_bytes(c)).c_str(), human_bytes(double(expert_bytes(c)) * moe_layers * c.num_experts).c_str(),
-                packed_pairs);
+                grouped(int64_t(packed_pairs)).c_str());
 }
 
 }  // namespace

@@ -136,6 +136,11 @@ TEST_CASE("refused: data offsets outside the file") {
     std::string file = two_tensors().bytes();
     file.resize(file.size() - 5);
     expect_refusal([&] { parse(file, "cut.safetensors"); }, {"cut.safetensors", "tensor bias", "truncated"});
+    // Cut inside the first tensor (by offset): it is the one named, whatever the JSON order.
+    std::string deeper = two_tensors().bytes();
+    deeper.resize(deeper.size() - 12 - 10);
+    expect_refusal([&] { parse(deeper, "cut.safetensors"); },
+                   {"cut.safetensors: tensor w.weight", "1 later tensors are cut off too"});
 }
 
 TEST_CASE("refused: overlapping tensors") {

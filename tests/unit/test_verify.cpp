@@ -4,6 +4,7 @@
 // for the real Kimi K3 config (spec 2.9, 3.3).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "unit/process_runner.h"
@@ -120,4 +121,115 @@ TEST_CASE("inspect on a checkpoint directory validates it first") {
     r = run_command(k3serve_bin() + " inspect " + quoted(dir));
     CHECK(r.exit_code == 2);
     check_contains(r, {"model-00001-of-00002.safetensors"});
+}
+
+// ---- on checkpoints written by `k3serve make-model` ----
+
+namespace {
+
+// A fresh make-model checkpoint of `preset` under $K3_TEST_TMP.
+std::filesystem::path made(const std::string& preset, const std::string& name) {
+    auto dir = fresh_dir(name);
+    std::filesystem::remove_all(dir);  // make-model creates it
+    auto r = run_command(k3serve_bin() + " make-model " + quoted(dir) + " --preset " + preset);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return dir;
+}
+
+// Rewrites `shard` with `tensor` dropped from its header (its bytes stay, as a gap), so the
+// file is a well-formed safetensors file that simply lacks the tensor.
+void delete_tensor(const std::filesystem::path& shard, const std::string& tensor) {
+    std::string bytes = read_all(shard);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+    auto header = nlohmann::json::parse(bytes.substr(8, n));
+    REQUIRE(header.erase(tensor) == 1);
+    std::string text = header.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
+    write_all(shard, out + text + bytes.substr(8 + n));
+}
+
+std::string first_shard(const std::filesystem::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".safetensors") names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    REQUIRE(!names.empty());
+    return names.front();
+}
+
+}  // namespace
+
+TEST_CASE("verify passes make-model's tiny and tiny-wide checkpoints") {
+    for (const std::string preset : {"tiny", "tiny-wide"}) {
+        CAPTURE(preset);
+        auto dir = made(preset, "mm-ok-" + preset);
+        auto r = verify(dir);
+        CHECK(r.exit_code == 0);
+        check_contains(r, {"model.safetensors.index.json agrees with them", "each contiguous in one shard",
+                           "each six MXFP4 tensors back to back", "OK: the checkpoint is sound"});
+        // tiny-wide is the three-shard shape with two dense layers.
+        if (preset == "tiny-wide") check_contains(r, {"3 files", "8 MoE layers"});
+    }
+}
+
+TEST_CASE("verify refuses make-model checkpoints that were damaged") {
+    for (const std::string preset : {"tiny", "tiny-wide"}) {
+        CAPTURE(preset);
+        const auto pristine = made(preset, "mm-pristine-" + preset);
+        const std::string shard = first_shard(pristine);
+        auto copy = [&](const std::string& what) {
+            auto dir = fresh_dir(std::string("mm-") + what + "-" + preset);
+            std::filesystem::remove_all(dir);
+            std::filesystem::copy(pristine, dir);
+            return dir;
+        };
+
+        {  // a truncated shard copy names the file and the cut tensor
+            auto dir = copy("trunc");
+            std::filesystem::resize_file(dir / shard, std::filesystem::file_size(dir / shard) / 2);
+            auto r = verify(dir);
+            CHECK(r.exit_code == 2);
+            check_contains(r, {shard + ": tensor language_model.", "but the file is only", "truncated download"});
+        }
+        {  // a flipped byte in a header names the file and the tensor
+            auto dir = copy("flip");
+            std::string bytes = read_all(dir / shard);
+            size_t at = bytes.find("\"BF16\"");
+            REQUIRE(at != std::string::npos);
+            bytes[at + 1] ^= 0x01;  // BF16 -> CF16
+            write_all(dir / shard, bytes);
+            auto r = verify(dir);
+            CHECK(r.exit_code == 2);
+            check_contains(r, {shard + ": tensor language_model.", "dtype \"CF16\" is not one of"});
+        }
+        {  // a flipped bit in the header length names the file
+            auto dir = copy("flip-length");
+            std::string bytes = read_all(dir / shard);
+            bytes[0] ^= 0x04;
+            write_all(dir / shard, bytes);
+            auto r = verify(dir);
+            CHECK(r.exit_code == 2);
+            check_contains(r, {shard + ": header"});
+        }
+        {  // a deleted tensor is named, in the shard and in the index
+            auto dir = copy("deleted");
+            const std::string victim = layer_prefix(1) + "post_attention_layernorm.weight";
+            std::string holder;
+            for (const auto& e : std::filesystem::directory_iterator(dir))
+                if (e.path().extension() == ".safetensors" && read_all(e.path()).find(victim) != std::string::npos)
+                    holder = e.path().filename().string();
+            REQUIRE(!holder.empty());
+            delete_tensor(dir / holder, victim);
+            auto r = verify(dir);
+            CHECK(r.exit_code == 2);
+            check_contains(r, {"tensor " + victim + " is listed in " + holder + " but no shard holds it"});
+            // Without the index, the tensor list itself catches it.
+            std::filesystem::remove(dir / "model.safetensors.index.json");
+            r = verify(dir);
+            CHECK(r.exit_code == 2);
+            check_contains(r, {"missing tensor " + victim + " (expected BF16 [1"});
+        }
+    }
 }
