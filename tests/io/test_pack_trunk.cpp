@@ -29,7 +29,7 @@ int sh(const std::string& cmd) {
 }
 
 std::vector<uint8_t> read_bytes(const std::filesystem::path& p, int64_t off, int64_t n) {
-    std::vector<uint8_t> b(size_t(n));
+    std::vector<uint8_t> b(static_cast<size_t>(n));
     std::ifstream in(p, std::ios::binary);
     in.seekg(off);
     in.read(reinterpret_cast<char*>(b.data()), n);
