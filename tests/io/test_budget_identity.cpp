@@ -1,0 +1,233 @@
+// The memory dial changes nothing but speed: logits are bit-identical from everything resident
+// down to the smallest budget that fits the read ring, with and without a packed trunk, on the
+// tiny fixtures; and a read that fails mid-run (a shard or trunk.bin truncated after start-up)
+// fails the step with an IoError naming the file, never a wrong token.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "checkpoint.h"
+#include "io/file.h"
+#include "io/memory_plan.h"
+#include "io/trunk_pack.h"
+#include "k3/engine.h"
+#include "util/error.h"
+
+using namespace k3;
+
+namespace {
+
+std::filesystem::path tmp_root() {
+    const char* t = std::getenv("K3_TEST_TMP");
+    return t ? t : "/tmp";
+}
+
+int sh(const std::string& cmd) {
+    int status = std::system((cmd + " > /dev/null 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string bin() { return std::getenv("K3SERVE_BIN"); }
+
+// A synthetic checkpoint made once per preset by `k3serve make-model`.
+std::filesystem::path fixture_model(const std::string& preset) {
+    auto dir = tmp_root() / ("io-identity-" + preset);
+    if (!std::filesystem::exists(dir / "config.json")) {
+        std::filesystem::remove_all(dir);
+        REQUIRE(sh(bin() + " make-model " + dir.string() + " --preset " + preset) == 0);
+    }
+    return dir;
+}
+
+double gb(int64_t bytes) { return double(bytes) / io::kGB; }
+
+struct Outputs {
+    std::vector<float> prefill;                 // every prompt position's logits
+    std::vector<std::vector<float>> decode;     // each greedy step's logits
+    std::vector<int32_t> tokens;
+};
+
+std::vector<int32_t> prompt_for(int vocab) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < 7; ++i) p.push_back(int32_t((i * 37 + 11) % vocab));
+    return p;
+}
+
+int32_t argmax(std::span<const float> v) {
+    return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr) {
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory = memory;
+    auto engine = Engine::load(o);
+    if (plan) *plan = engine->info().memory_plan;
+    auto prompt = prompt_for(engine->info().n_vocab);
+    Outputs out;
+    {
+        auto s = engine->new_session(64);
+        REQUIRE(s->prefill_all_logits(prompt, out.prefill).ok());
+    }
+    auto s = engine->new_session(64);
+    CancelFlag cancel{false};
+    REQUIRE(s->sync(prompt, cancel).ok());
+    for (int step = 0; step < 4; ++step) {
+        auto l = s->logits();
+        out.decode.emplace_back(l.begin(), l.end());
+        out.tokens.push_back(argmax(l));
+        REQUIRE(s->append(out.tokens.back(), cancel).ok());
+    }
+    return out;
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct Budgets {
+    int64_t trunk_all, trunk_edge, cache_min, pool;
+};
+
+Budgets budgets_of(const std::filesystem::path& model) {
+    Checkpoint ckpt = open_checkpoint(model);
+    io::ModelFootprint f = io::footprint_of(ckpt);
+    Budgets b;
+    b.trunk_all = std::accumulate(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end(), int64_t(0));
+    b.trunk_edge = io::smallest_trunk_budget(f.layer_alloc_bytes);
+    b.cache_min = int64_t(f.experts_per_token + 1) * f.expert_slot_bytes;
+    b.pool = f.routed_experts * f.expert_slot_bytes;
+    return b;
+}
+
+MemoryOptions budget(double trunk_gb, double cache_gb, std::string trunk_dir = "") {
+    MemoryOptions m;
+    m.trunk_gb = trunk_gb;
+    m.cache_gb = cache_gb;
+    m.trunk_dir = std::move(trunk_dir);
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("logits are bit-identical at every budget, resident to the smallest ring") {
+    for (std::string preset : {"tiny", "tiny-wide"}) {
+        CAPTURE(preset);
+        auto model = fixture_model(preset);
+        Budgets b = budgets_of(model);
+        REQUIRE(b.trunk_edge < b.trunk_all);  // the fixture really streams at the small budgets
+        auto pack = tmp_root() / ("io-identity-pack-" + preset);
+        std::filesystem::remove_all(pack);
+        REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --quiet") == 0);
+
+        Outputs resident = run_model(model, MemoryOptions{});
+        struct Case {
+            const char* name;
+            MemoryOptions memory;
+        };
+        const Case cases[] = {
+            {"streaming store, everything fits", budget(gb(b.trunk_all), gb(b.pool))},
+            {"half-way", budget(gb((b.trunk_edge + b.trunk_all) / 2), gb(std::max(b.pool / 2, b.cache_min)))},
+            {"smallest ring, smallest cache", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096))},
+            {"smallest, packed trunk", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), pack.string())},
+        };
+        for (const auto& c : cases) {
+            CAPTURE(std::string(c.name));
+            std::string plan;
+            Outputs got = run_model(model, c.memory, &plan);
+            MESSAGE(preset << ": " << plan);
+            CHECK(bit_identical(got.prefill, resident.prefill));
+            REQUIRE(got.decode.size() == resident.decode.size());
+            for (size_t i = 0; i < got.decode.size(); ++i) CHECK(bit_identical(got.decode[i], resident.decode[i]));
+            CHECK(got.tokens == resident.tokens);
+        }
+    }
+}
+
+TEST_CASE("a shard truncated after start-up fails the step with the file named, never a wrong token") {
+    auto src = fixture_model("tiny");
+    auto model = tmp_root() / "io-identity-truncated";
+    std::filesystem::remove_all(model);
+    std::filesystem::copy(src, model);
+    Budgets b = budgets_of(model);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory = budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096));
+    auto engine = Engine::load(o);
+    // Cut every shard in half: the streamed layers and experts beyond the cut are gone.
+    for (const auto& e : std::filesystem::directory_iterator(model))
+        if (e.path().extension() == ".safetensors")
+            std::filesystem::resize_file(e.path(), std::filesystem::file_size(e.path()) / 2);
+    auto s = engine->new_session(64);
+    CancelFlag cancel{false};
+    Status st = s->sync(prompt_for(engine->info().n_vocab), cancel);
+    CHECK(st.code == StatusCode::IoError);
+    CHECK(st.message.find(".safetensors") != std::string::npos);
+    CHECK(st.message.find("at offset") != std::string::npos);
+}
+
+TEST_CASE("a packed trunk truncated after start-up fails the step naming trunk.bin") {
+    auto model = fixture_model("tiny");
+    auto pack = tmp_root() / "io-identity-pack-truncated";
+    std::filesystem::remove_all(pack);
+    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --quiet") == 0);
+    Budgets b = budgets_of(model);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory = budget(gb(b.trunk_edge + 4096), -1, pack.string());
+    auto engine = Engine::load(o);
+    std::filesystem::resize_file(pack / "trunk.bin", 4096);
+    auto s = engine->new_session(64);
+    CancelFlag cancel{false};
+    Status st = s->sync(prompt_for(engine->info().n_vocab), cancel);
+    CHECK(st.code == StatusCode::IoError);
+    CHECK(st.message.find("trunk.bin") != std::string::npos);
+}
+
+TEST_CASE("a packed trunk that does not match the checkpoint is refused at load") {
+    auto model = fixture_model("tiny");
+    auto pack = tmp_root() / "io-identity-pack-stale";
+    std::filesystem::remove_all(pack);
+    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --quiet") == 0);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory.trunk_dir = pack.string();
+    SUBCASE("bytes changed") {
+        // Flip a byte at the start of layer 1's run in trunk.bin.
+        Checkpoint ckpt = open_checkpoint(model);
+        io::TrunkPack p = io::open_trunk_pack(pack, ckpt);
+        std::FILE* f = std::fopen((pack / "trunk.bin").c_str(), "r+b");
+        REQUIRE(f);
+        std::fseek(f, long(p.layers[1].file_offset), SEEK_SET);
+        int c = std::fgetc(f);
+        std::fseek(f, long(p.layers[1].file_offset), SEEK_SET);
+        std::fputc(c ^ 0x5a, f);
+        std::fclose(f);
+        CHECK_THROWS_WITH_AS(Engine::load(o), doctest::Contains("layer 1: bytes differ"), Error);
+    }
+    SUBCASE("trunk.bin missing") {
+        std::filesystem::remove(pack / "trunk.bin");
+        CHECK_THROWS_WITH_AS(Engine::load(o), doctest::Contains("trunk.bin is missing"), Error);
+    }
+}
+
+TEST_CASE("k3serve run takes the memory options and reports them") {
+    auto model = fixture_model("tiny");
+    Budgets b = budgets_of(model);
+    auto report = tmp_root() / "io-identity-run-report.json";
+    char args[256];
+    std::snprintf(args, sizeof args, " --ids 1,2,3 --gen 3 --trunk-gb %.9f --cache-gb %.9f --report ", gb(b.trunk_edge + 4096),
+                  gb(b.cache_min + 4096));
+    REQUIRE(sh(bin() + " run " + model.string() + args + report.string()) == 0);
+    std::ifstream in(report);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* key : {"\"ring_slots\"", "\"pinned_layers\"", "\"expert_evictions\"", "\"io_share\"",
+                            "\"trunk_bytes_read\"", "\"expert_bytes_read\"", "\"read_mb_per_s\""})
+        CHECK(text.find(key) != std::string::npos);
+    // Usage errors: unknown preset, a ring that does not fit.
+    CHECK(sh(bin() + " run " + model.string() + " --ids 1,2 --preset huge") == 2);
+    CHECK(sh(bin() + " run " + model.string() + " --ids 1,2 --trunk-gb 0.000001") == 2);
+}
