@@ -4,7 +4,11 @@
 // fails the step with an IoError naming the file, never a wrong token.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
