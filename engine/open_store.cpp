@@ -1,20 +1,17 @@
 // open_weight_store (weight_store.h): the one place that picks the weight store for a memory
-// plan. With no budget everything is resident.
-#include "util/error.h"
+// plan. The plan is made (and refused when it needs more than 95% of MemAvailable) before
+// anything is allocated; with no budget everything is resident.
+#include "io/memory_plan.h"
 #include "weight_store.h"
 
 namespace k3 {
 
 std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
                                                std::string* plan) {
-    const bool budgeted = !memory.preset.empty() || memory.trunk_gb >= 0 || memory.cache_gb >= 0 ||
-                          !memory.trunk_dir.empty();
-    if (budgeted)
-        throw Error(ErrorKind::Usage,
-                    "memory budgets (--preset, --trunk-gb, --cache-gb, --trunk) need the streaming weight store, "
-                    "which this build does not have yet; omit them to load everything resident");
-    if (plan) *plan = "everything resident (trunk and all routed experts in memory)";
-    return make_resident_store(ckpt);
+    const io::MemoryPlan p = io::make_memory_plan(io::footprint_of(ckpt), memory, io::read_mem_available());
+    if (plan) *plan = p.describe();
+    if (!p.streaming) return make_resident_store(ckpt);
+    return make_streaming_store(ckpt, p);
 }
 
 }  // namespace k3

@@ -36,6 +36,12 @@ constexpr const char* kUsage =
     "  --dump-logits PATH   write the prompt's logits at every position, float32 LE [positions][vocab]\n"
     "  --report PATH        write the run's facts as JSON\n"
     "\n"
+    "Memory (README, 'Memory budgets'; default: everything resident):\n"
+    "  --preset NAME        laptop, desktop, workstation, server, max (K3-sized trunk/cache GB) or auto\n"
+    "  --trunk-gb X         trunk budget: pinned layers + a 2-slot read ring (overrides the preset)\n"
+    "  --cache-gb X         expert cache budget (overrides the preset)\n"
+    "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
+    "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage or untrusted checkpoint, 4 a routed expert failed to load.\n";
 
 struct Args {
@@ -47,7 +53,17 @@ struct Args {
     int threads = 0;
     int ctx = 0;
     std::string kernels, dump_logits, report;
+    MemoryOptions memory;
 };
+
+double parse_gb(const std::string& flag, const char* v) {
+    char* end = nullptr;
+    errno = 0;
+    const double x = std::strtod(v, &end);
+    if (errno || end == v || *end || !(x >= 0) || x > 1e6)
+        throw Error(ErrorKind::Usage, flag + " expects a size in GB (a non-negative number), got '" + v + "'");
+    return x;
+}
 
 int parse_int(const std::string& flag, const char* v) {
     char* end = nullptr;
@@ -91,6 +107,10 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--kernels") a.kernels = value();
         else if (f == "--dump-logits") a.dump_logits = value();
         else if (f == "--report") a.report = value();
+        else if (f == "--preset") a.memory.preset = value();
+        else if (f == "--trunk-gb") a.memory.trunk_gb = parse_gb(f, value());
+        else if (f == "--cache-gb") a.memory.cache_gb = parse_gb(f, value());
+        else if (f == "--trunk") a.memory.trunk_dir = value();
         else if (!f.empty() && f[0] == '-') throw Error(ErrorKind::Usage, "unknown option " + f);
         else if (a.model_dir.empty()) a.model_dir = f;
         else throw Error(ErrorKind::Usage, "unexpected argument " + f);
@@ -130,8 +150,10 @@ int run(const Args& args) {
     opt.model_dir = args.model_dir;
     opt.threads = args.threads;
     opt.kernels = args.kernels;
+    opt.memory = args.memory;
     auto engine = Engine::load(opt, [](const std::string& s) { std::fprintf(stderr, "k3serve: %s\n", s.c_str()); });
     const ModelInfo& info = engine->info();
+    std::printf("%s\n", info.memory_plan.c_str());
 
     // The tokenizer is needed for --prompt; with --ids it only adds the text to the output.
     std::unique_ptr<Tokenizer> tok;
@@ -212,12 +234,31 @@ int run(const Args& args) {
                 prompt.size(), steps.empty() ? 0.0 : steps[0].seconds, s_per_token,
                 steps.size() > 1 ? steps.size() - 1 : 0, double(peak_rss_bytes()) / 1e9, info.kernels.c_str());
 
+    // Where the time and the bytes went (whole run).
+    double wall = 0;
+    for (const Step& s : steps) wall += s.seconds;
+    const double bytes_read = double(total.trunk_bytes_read + total.expert_bytes_read);
+    const double io_share = wall > 0 ? total.io_seconds / wall : 0;
+    const double read_mb_per_s = wall > 0 ? bytes_read / 1e6 / wall : 0;
+    const double retention = total.expert_requests ? double(total.expert_hits) / double(total.expert_requests) : 0;
+    std::printf("reads: trunk %.3f GB, experts %.3f GB in %.3f s of wall time: %.0f MB/s; waiting on reads %.3f s "
+                "(I/O share %.1f%%)\n",
+                double(total.trunk_bytes_read) / 1e9, double(total.expert_bytes_read) / 1e9, wall, read_mb_per_s,
+                total.io_seconds, 100 * io_share);
+    std::printf("experts: %llu requests, %llu served without a read (true retention %.1f%%), %llu evictions, "
+                "%llu failed; trunk: %d layers pinned, ring of %d slots\n",
+                (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
+                (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
+                total.pinned_layers, total.ring_slots);
+
     int code = 0;
     if (!status.ok()) {
         std::fprintf(stderr, "k3serve run: step %zu failed: %s\n", steps.size(), status.message.c_str());
         code = 1;
     }
-    if (total.expert_read_failures > 0) {
+    // A step that failed stopped the run (exit 1); 4 is for a run that completed although an
+    // expert read failed along the way.
+    if (status.ok() && total.expert_read_failures > 0) {
         std::fprintf(stderr, "k3serve run: %llu routed expert read(s) failed; the output cannot be trusted\n",
                      (unsigned long long)total.expert_read_failures);
         code = 4;
@@ -244,6 +285,13 @@ int run(const Args& args) {
         r["expert_requests"] = total.expert_requests;
         r["expert_hits"] = total.expert_hits;
         r["expert_read_failures"] = total.expert_read_failures;
+        r["expert_evictions"] = total.expert_evictions;
+        r["expert_true_retention"] = retention;
+        r["pinned_layers"] = total.pinned_layers;
+        r["ring_slots"] = total.ring_slots;
+        r["wall_seconds"] = wall;
+        r["io_share"] = io_share;
+        r["read_mb_per_s"] = read_mb_per_s;
         r["io_seconds"] = total.io_seconds;
         r["compute_seconds"] = total.compute_seconds;
         r["kv_bytes_per_position"] = info.kv_bytes_per_position;
