@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include "tokenizer/utf8.h"
 #include "tokenizer_fixtures.h"
@@ -270,4 +271,31 @@ TEST_CASE("k3serve tokenize and detokenize") {
     write_file(ids_file, "[1, 999999999]");
     CHECK(run(std::string(bin) + " detokenize --tokenizer " + dir.string() + " < " + ids_file.string() + " 2>&1", out) == 2);
     CHECK(out.find("unknown token id 999999999") != std::string::npos);
+}
+
+TEST_CASE("the real Kimi K3 tokenizer reproduces the spec's examples (opt-in: K3_REAL_TOKENIZER_DIR)") {
+    const char* dir = std::getenv("K3_REAL_TOKENIZER_DIR");
+    if (!dir) {
+        MESSAGE("skipped: set K3_REAL_TOKENIZER_DIR to a directory with K3's tiktoken.model and tokenizer_config.json");
+        return;
+    }
+    auto tok = Tokenizer::load(dir);
+    CHECK(tok->n_vocab() == 163840);
+    CHECK(tok->encode("The capital of France is", false) == std::vector<int32_t>{1008, 10484, 318, 15383, 387});
+    CHECK(tok->token_bytes(17374) == " Paris");
+    CHECK(tok->token_bytes(20829) == ".\",");
+    std::vector<int32_t> ids = {3, 4, 5, 6, 7};
+    CHECK(tok->decode(ids) == "$%&'(");
+    CHECK(tok->special_id("[BOS]") == 163584);
+    CHECK(tok->special_id("[EOS]") == 163585);
+    CHECK(tok->special_id("<|end_of_msg|>") == 163586);
+    CHECK(tok->special_id("<|open|>") == 163587);
+    CHECK(tok->special_id("[PAD]") == 163839);
+    // Spec 6.3's example split: 中文 | English | 混合.
+    // Spec 6.3's example split 中文 | English | 混合: token boundaries at bytes 6 and 13.
+    std::set<size_t> boundaries;
+    size_t offset = 0;
+    for (int32_t id : tok->encode("中文English混合", false)) boundaries.insert(offset += tok->token_bytes(id).size());
+    CHECK(boundaries.count(6) == 1);
+    CHECK(boundaries.count(13) == 1);
 }
