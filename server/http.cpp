@@ -222,7 +222,7 @@ struct HttpServer::Impl {
         server.set_read_timeout(60, 0);
         server.set_write_timeout(std::chrono::seconds(std::max(1, int(config().slow_client_s))));
         server.set_keep_alive_max_count(1000);
-        server.set_keep_alive_timeout(30);
+        server.set_keep_alive_timeout(5);  // also bounds how long shutdown waits for idle connections
         int n_threads = config().http_threads;
         server.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
         server.set_pre_routing_handler([this](const auto& req, auto& res) { return pre_route(req, res); });
