@@ -2,7 +2,7 @@
 // for the Node.js tests (openai SDK protocol checks and the headless-browser UI test) that must
 // not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
 // closes or SIGTERM.
-//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT]
+//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,10 +25,12 @@ int main(int argc, char** argv) {
             config.api_keys = {argv[++i]};
         } else if (a == "--token-delay-ms" && i + 1 < argc) {
             options.token_delay = std::chrono::milliseconds(std::atoi(argv[++i]));
+        } else if (a == "--alias" && i + 1 < argc) {
+            config.model_alias = argv[++i];
         } else if (a == "--answer" && i + 1 < argc) {
             answer = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT]\n");
+            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]\n");
             return 2;
         }
     }
