@@ -51,7 +51,7 @@ test('openai SDK snippet', () => {
   writeFileSync(file, withUrl(blocks('js')[0]));
   try {
     const out = execFileSync(process.execPath, [file], { encoding: 'utf8' });
-    assert.match(out, /^Hello from the fake engine!\n?Hello from the fake/);
+    assert.equal(out, "Hello from the f\nHello from the f");  // 16 tokens of the scripted answer, twice
   } finally {
     rmSync(file, { force: true });
   }
