@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "connection_probe.h"
 #include "openai.h"
@@ -130,6 +131,7 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 struct HttpServer::Impl {
     ServerState& state;
     httplib::Server server;
+    std::thread listener;
 
     explicit Impl(ServerState& s) : state(s) { install(); }
 
@@ -557,7 +559,7 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(ServerState& state) : impl_(std::make_unique<Impl>(state)) {}
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind(const std::string& host, int port) {
     int bound = port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
@@ -567,8 +569,17 @@ int HttpServer::bind(const std::string& host, int port) {
     return bound;
 }
 
-void HttpServer::run() { impl_->server.listen_after_bind(); }
+void HttpServer::start() {
+    impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
+}
 
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() {
+    if (!impl_->listener.joinable()) return;
+    // httplib ignores stop() until its listen loop is running: wait for it to get there.
+    for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    impl_->server.stop();
+    impl_->listener.join();
+}
 
 }  // namespace k3::server

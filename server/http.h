@@ -16,9 +16,9 @@ public:
 
     // Binds the listening socket; returns the port (useful with port 0). Throws k3::Error(Runtime).
     int bind(const std::string& host, int port);
-    // Serves until stop(); blocks. Call after bind().
-    void run();
-    // Stops accepting; run() returns once the connection threads have finished.
+    // Serves on a background thread until stop(). Call after bind().
+    void start();
+    // Stops accepting and waits for the connection threads to finish.
     void stop();
 
 private:

@@ -33,6 +33,7 @@ struct GenerationParams {
     bool chat = false;                   // output goes through the chat parser (reasoning/content)
     bool thinking = false;               // chat with thinking on: reasoning comes first
     bool ignore_eos = false;
+    bool skip_special = true;            // completions: special tokens add no text (vLLM's default)
 };
 
 struct TokenLogprob {

@@ -301,6 +301,7 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
                           "invalid_type");
     }
     r.echo = get_bool(body, "echo").value_or(false);
+    r.params.skip_special = get_bool(body, "skip_special_tokens").value_or(true);
     r.params.logprobs = int(get_int(body, "logprobs", 0, 5).value_or(-1));
     if (r.echo && r.params.logprobs >= 0)
         throw bad_request("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported",

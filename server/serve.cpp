@@ -158,12 +158,9 @@ int serve_main(int argc, char** argv) {
         spdlog::error("{}", e.what());
         return exit_code_for(e.kind());
     }
-    std::thread http_thread([&] { http.run(); });
+    http.start();
     spdlog::info("listening on http://{}:{} (API answers 503 until the model is loaded)", config.host, port);
-    auto stop_http = [&] {
-        http.stop();
-        http_thread.join();
-    };
+    auto stop_http = [&] { http.stop(); };
 
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<Engine> engine;

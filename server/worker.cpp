@@ -47,7 +47,7 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int n_top,
 // UTF-8 stream decoder (completions).
 class OutputDecoder {
 public:
-    OutputDecoder(const Tokenizer& tok, const GenerationParams& p) {
+    OutputDecoder(const Tokenizer& tok, const GenerationParams& p) : tok_(tok), skip_special_(p.skip_special) {
         if (p.chat)
             chat_.emplace(tok, p.thinking);
         else
@@ -56,7 +56,7 @@ public:
     ChatOutputParser::Delta push(int32_t id) {
         if (chat_) return chat_->push(id);
         ChatOutputParser::Delta d;
-        d.content = plain_->push(id);
+        if (!(skip_special_ && tok_.is_special(id))) d.content = plain_->push(id);
         return d;
     }
     ChatOutputParser::Delta flush() {
@@ -67,6 +67,8 @@ public:
     }
 
 private:
+    const Tokenizer& tok_;
+    bool skip_special_;
     std::optional<ChatOutputParser> chat_;
     std::optional<StreamDecoder> plain_;
 };

@@ -74,25 +74,34 @@ public:
             if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
             if (exited()) break;
         }
-        if (port_ == 0) throw std::runtime_error("daemon did not start:\n" + log());
-        if (wait_ready) {
-            for (int i = 0; i < 6000; ++i) {
-                auto r = client().Get("/health");
-                if (r && r->status == 200) return;
-                if (exited()) break;
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-            throw std::runtime_error("daemon did not become ready:\n" + log());
+        if (!wait_ready) return;  // the caller looks at the exit status and the log
+        if (port_ == 0) fail("daemon did not start");
+        for (int i = 0; i < 6000; ++i) {
+            auto r = client().Get("/health");
+            if (r && r->status == 200) return;
+            if (exited()) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
+        fail("daemon did not become ready");
     }
-    ~DaemonProcess() {
+    ~DaemonProcess() { stop_and_join(); }
+
+private:
+    [[noreturn]] void fail(const std::string& what) {
+        stop_and_join();
+        throw std::runtime_error(what + ":\n" + log());
+    }
+    void stop_and_join() {
         if (status_ < 0 && pid_ > 0) {
             kill(pid_, SIGKILL);
             wait_exit();
         }
         if (reader_.joinable()) reader_.join();
         if (fd_ >= 0) close(fd_);
+        fd_ = -1;
     }
+
+public:
     int port() const { return port_; }
     // Waits until `pred` holds (at most ~20 s); returns whether it did.
     template <class Pred>

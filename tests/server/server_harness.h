@@ -53,7 +53,7 @@ public:
         worker = std::make_unique<EngineWorker>(engine, tokenizer, state.queue, state.metrics, wo);
         worker->start();
         port = http.bind("127.0.0.1", 0);
-        thread = std::thread([this] { http.run(); });
+        http.start();
         if (ready) state.phase = Phase::Ready;
         // Wait until the listener accepts.
         for (int i = 0; i < 200; ++i) {
@@ -68,7 +68,6 @@ public:
         worker->cancel_current(CancelReason::Shutdown);
         worker->join();
         http.stop();
-        thread.join();
     }
     httplib::Client client() const {
         httplib::Client c("127.0.0.1", port);
@@ -91,7 +90,6 @@ public:
     std::unique_ptr<EngineWorker> worker;
     HttpServer http;
     int port = 0;
-    std::thread thread;
 };
 
 inline httplib::Result post_json(httplib::Client& c, const std::string& path, const json& body) {

@@ -90,6 +90,18 @@ TEST_CASE("completions: EOS ends with finish_reason stop; echo prepends the prom
     CHECK(j["usage"]["completion_tokens"] == 4);
 }
 
+TEST_CASE("completions: special tokens add no text unless skip_special_tokens is false") {
+    FakeEngineOptions o;
+    o.script = {'a', FakeTokenizer::kSep, 'b'};
+    TestServer server(test_config(), o);
+    auto c = server.client();
+    json j = body_of(post_json(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}, {"temperature", 0}}));
+    CHECK(j["choices"][0]["text"] == "ab");
+    json k = body_of(post_json(c, "/v1/completions",
+                               {{"prompt", "x"}, {"max_tokens", 3}, {"temperature", 0}, {"skip_special_tokens", false}}));
+    CHECK(k["choices"][0]["text"] == "a<|sep|>b");
+}
+
 TEST_CASE("completions: token-id prompts and a list of one prompt are accepted") {
     TestServer server;
     auto c = server.client();
