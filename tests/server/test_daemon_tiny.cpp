@@ -76,7 +76,9 @@ TEST_CASE("tiny model: completions and chat, streamed and not, usage, seeds, sto
     CHECK(a["usage"]["completion_tokens"].get<int>() > 0);
     json tok = post(c, "/tokenize", {{"content", "The capital of France is"}});
     CHECK(a["usage"]["prompt_tokens"] == tok["tokens"].size());
-    CHECK(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0);  // same prompt again
+    // A prompt that extends the previous one reuses its evaluated positions.
+    json longer = post(c, "/v1/completions", {{"prompt", "The capital of France is Paris, and"}, {"max_tokens", 2}});
+    CHECK(longer["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0);
 
     json s = greedy;
     s["stream"] = true;
