@@ -4,6 +4,7 @@
 // disconnect cancels, SIGTERM drains (and a second signal exits 130), bad start-up exits 2.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
@@ -93,15 +94,18 @@ TEST_CASE("tiny model: completions and chat, streamed and not, usage, seeds, sto
     CHECK(post(c, "/v1/completions", sampled)["choices"][0]["text"] ==
           post(c, "/v1/completions", sampled)["choices"][0]["text"]);
 
-    // A stop string from the middle of the greedy text cuts it there.
-    if (text.size() >= 8) {
-        std::string stop = text.substr(text.size() / 2, 3);
-        json cut = greedy;
-        cut["stop"] = stop;
-        json j = post(c, "/v1/completions", cut);
-        CHECK(j["choices"][0]["text"] == text.substr(0, text.find(stop)));
-        CHECK(j["choices"][0]["finish_reason"] == "stop");
-    }
+    // A stop string from the middle of the greedy text (three ASCII bytes) cuts it there.
+    size_t at = std::string::npos;
+    for (size_t i = text.size() / 3; i + 3 <= text.size() && at == std::string::npos; ++i)
+        if (std::all_of(text.begin() + long(i), text.begin() + long(i) + 3, [](char ch) { return ch > 0x20 && ch < 0x7f; }))
+            at = i;
+    REQUIRE(at != std::string::npos);
+    std::string stop = text.substr(at, 3);
+    json cut = greedy;
+    cut["stop"] = stop;
+    json j = post(c, "/v1/completions", cut);
+    CHECK(j["choices"][0]["text"] == text.substr(0, text.find(stop)));
+    CHECK(j["choices"][0]["finish_reason"] == "stop");
 
     json chat = {{"messages", kTurn1}, {"max_tokens", 24}, {"temperature", 0}};
     json whole = post(c, "/v1/chat/completions", chat);
