@@ -4,7 +4,11 @@
 // disconnect cancels, SIGTERM drains (and a second signal exits 130), bad start-up exits 2.
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "daemon_process.h"
 
@@ -251,4 +255,50 @@ TEST_CASE("tiny model: a client that disconnects cancels its generation") {
                m->body.find("llamacpp:requests_processing 0") != std::string::npos;
     }));
     post(c, "/v1/completions", {{"prompt", "still serving"}, {"max_tokens", 2}});
+}
+
+TEST_CASE("tiny model: sd_notify STATUS/READY/WATCHDOG/STOPPING, and JSON log lines") {
+    std::string model = make_model("daemon-tiny-notify");
+    // A datagram socket standing in for systemd's $NOTIFY_SOCKET.
+    std::string path = env_or_throw("K3_TEST_TMP") + "/notify.sock";
+    std::filesystem::remove(path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    setenv("NOTIFY_SOCKET", path.c_str(), 1);
+    std::string messages;
+    {
+        DaemonProcess d({model, "--port", "0", "--threads", "1", "--log-format", "json"});
+        unsetenv("NOTIFY_SOCKET");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // at least one watchdog ping
+        d.signal(SIGTERM);
+        CHECK(d.wait_exit() == 0);
+        timeval tv{0, 200000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char buf[4096];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof buf, 0)) > 0) messages += std::string(buf, size_t(n)) + "\n";
+        std::istringstream lines(d.log());
+        std::string line;
+        int n_lines = 0;
+        while (std::getline(lines, line)) {
+            CAPTURE(line);
+            json j = json::parse(line);  // every log line is one JSON object
+            CHECK(j.contains("time"));
+            CHECK(j.contains("level"));
+            CHECK(j.contains("msg"));
+            ++n_lines;
+        }
+        CHECK(n_lines >= 5);
+    }
+    close(fd);
+    std::filesystem::remove(path);
+    CAPTURE(messages);
+    CHECK(messages.find("STATUS=loading") != std::string::npos);
+    CHECK(messages.find("READY=1") != std::string::npos);
+    CHECK(messages.find("WATCHDOG=1") != std::string::npos);
+    CHECK(messages.find("STOPPING=1") != std::string::npos);
+    CHECK(messages.find("READY=1") < messages.find("STOPPING=1"));
 }
