@@ -1,13 +1,235 @@
-// Placeholder until the daemon lands.
+// `k3serve serve`: start order, signals and shutdown of the daemon (house style 3.5, 3.6).
+//   1. parse the config (bad flag/config -> exit 2), set up logging;
+//   2. block SIGINT/SIGTERM in every thread and take them on one signal thread;
+//   3. bind HTTP and serve at once: /health and the UI answer, everything else 503 "loading";
+//   4. load tokenizer and engine (STATUS= to systemd), start the engine worker, READY=1;
+//   5. first signal: stop taking jobs, drain for --drain-timeout-s, cancel the rest, exit 0;
+//      a second signal exits at once with 130.
 #include "serve.h"
 
+#include <signal.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <condition_variable>
 #include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "daemon_config.h"
+#include "http.h"
+#include "k3/error.h"
+#include "k3/tokenizer.h"
+#include "server_state.h"
+#include "systemd_notify.h"
+#include "worker.h"
 
 namespace k3::server {
 
-int serve_main(int, char**) {
-    std::fprintf(stderr, "k3serve: 'serve' is not built yet\n");
-    return 1;
+namespace {
+
+// %j in a log pattern: the message as a JSON string body (quotes, backslashes, control bytes
+// escaped), so that --log-format json writes one valid JSON object per line.
+class JsonEscapedMessage : public spdlog::custom_flag_formatter {
+public:
+    void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+        for (char c : msg.payload) {
+            switch (c) {
+                case '"': dest.append(std::string_view("\\\"")); break;
+                case '\\': dest.append(std::string_view("\\\\")); break;
+                case '\n': dest.append(std::string_view("\\n")); break;
+                case '\t': dest.append(std::string_view("\\t")); break;
+                case '\r': dest.append(std::string_view("\\r")); break;
+                default:
+                    if (static_cast<unsigned char>(c) < 0x20) {
+                        char buf[8];
+                        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                        dest.append(std::string_view(buf));
+                    } else {
+                        dest.push_back(c);
+                    }
+            }
+        }
+    }
+    std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
+};
+
+void setup_logging(const DaemonConfig& config) {
+    auto logger = std::make_shared<spdlog::logger>("k3serve", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    if (config.log_format == "json") {
+        auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+        formatter->add_flag<JsonEscapedMessage>('j').set_pattern(
+            R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":"%j"})");
+        logger->set_formatter(std::move(formatter));
+    } else {
+        logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+    }
+    logger->set_level(spdlog::level::from_str(config.log_level));
+    logger->flush_on(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+}
+
+// Signals arrive on one thread (sigwait) and only set a flag; the main thread does the work.
+struct ShutdownSignal {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int count = 0;
+
+    void wait() {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return count > 0; });
+    }
+    bool requested() {
+        std::lock_guard lock(mutex);
+        return count > 0;
+    }
+};
+
+void start_signal_thread(ShutdownSignal& shutdown, const sigset_t& set) {
+    std::thread([&shutdown, set] {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set, &sig) != 0) continue;
+            std::lock_guard lock(shutdown.mutex);
+            if (++shutdown.count >= 2) {
+                static const char msg[] = "k3serve: second signal, exiting now\n";
+                ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+                (void)ignored;
+                _exit(130);
+            }
+            spdlog::info("received {}, shutting down (a second signal exits at once)", strsignal(sig));
+            shutdown.cv.notify_all();
+        }
+    }).detach();
+}
+
+ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
+    ModelLimits limits;
+    limits.model_name = config.model_alias;
+    limits.n_vocab = info.n_vocab;
+    if (config.n_ctx > info.n_ctx_max)
+        throw Error(ErrorKind::Usage, "--n-ctx " + std::to_string(config.n_ctx) + " exceeds the model's maximum context of " +
+                                          std::to_string(info.n_ctx_max) + " tokens");
+    limits.n_ctx = config.n_ctx > 0 ? config.n_ctx : std::min(info.n_ctx_max, 32768);
+    limits.max_prompt_tokens = limits.n_ctx - 1;
+    if (config.max_prompt_tokens > 0) limits.max_prompt_tokens = std::min(limits.max_prompt_tokens, config.max_prompt_tokens);
+    return limits;
+}
+
+}  // namespace
+
+int serve_main(int argc, char** argv) {
+    DaemonConfig config;
+    try {
+        bool help = false;
+        config = parse_daemon_config(argc, argv, &help);
+        if (help) {
+            std::fputs(serve_usage(), stdout);
+            return 0;
+        }
+    } catch (const Error& e) {
+        std::fprintf(stderr, "k3serve serve: %s\n", e.what());
+        return exit_code_for(e.kind());
+    }
+    setup_logging(config);
+
+    // Before any thread exists, so that every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead daemon
+    ShutdownSignal shutdown;
+    start_signal_thread(shutdown, signals);
+
+    ServerState state(config);
+    state.start_time = (long long)std::time(nullptr);
+    spdlog::info("k3serve {} serve: effective config {}", K3_VERSION, dump(config.to_json()));
+
+    HttpServer http(state);
+    int port = 0;
+    try {
+        port = http.bind(config.host, config.port);
+    } catch (const Error& e) {
+        spdlog::error("{}", e.what());
+        return exit_code_for(e.kind());
+    }
+    http.start();
+    spdlog::info("listening on http://{}:{} (API answers 503 until the model is loaded)", config.host, port);
+    auto stop_http = [&] { http.stop(); };
+
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::unique_ptr<Engine> engine;
+    try {
+        notify_status("loading tokenizer");
+        state.set_status("loading tokenizer");
+        tokenizer = Tokenizer::load(config.model_dir);
+        notify_status("loading model");
+        engine = Engine::load(config.engine_options(), [&](const std::string& line) {
+            spdlog::info("load: {}", line);
+            state.set_status(line);
+            notify_status("loading: " + line);
+        });
+        state.info = engine->info();
+        state.limits = model_limits(config, state.info);
+        state.tokenizer = tokenizer.get();
+    } catch (const Error& e) {
+        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
+        state.set_status(e.what());
+        state.phase = Phase::Failed;
+        stop_http();
+        return exit_code_for(e.kind());
+    } catch (const std::exception& e) {
+        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
+        state.phase = Phase::Failed;
+        stop_http();
+        return 1;
+    }
+    const ModelInfo& info = state.info;
+    spdlog::info("model: {} ({})", info.name, info.shape);
+    spdlog::info("kernels: {}", info.kernels);
+    spdlog::info("memory plan: {}", info.memory_plan);
+    spdlog::info("context: {} tokens (prompt at most {}), compute threads {}, queue depth {}", state.limits.n_ctx,
+                 state.limits.max_prompt_tokens, config.threads, config.queue_depth);
+
+    WorkerOptions worker_options;
+    worker_options.n_ctx = state.limits.n_ctx;
+    worker_options.slow_client_timeout = std::chrono::milliseconds(long(config.slow_client_s * 1000));
+    worker_options.heartbeat = notify_watchdog;
+    EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
+    worker.start();
+    state.phase = Phase::Ready;
+    state.set_status("ready");
+    notify_ready("serving " + state.limits.model_name + " on " + config.host + ":" + std::to_string(port));
+    spdlog::info("ready: serving '{}' at http://{}:{}", state.limits.model_name, config.host, port);
+
+    shutdown.wait();
+
+    // Drain: refuse new work, let what is queued and running finish, then cancel the rest.
+    state.phase = Phase::Draining;
+    notify_stopping();
+    state.queue.close();
+    auto drain_until = Clock::now() + std::chrono::milliseconds(long(config.drain_timeout_s * 1000));
+    while (Clock::now() < drain_until && (state.queue.size() > 0 || worker.busy()))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (state.queue.size() > 0 || worker.busy()) {
+        spdlog::warn("drain timeout ({} s) reached: cancelling {} queued and {} running request(s)",
+                     config.drain_timeout_s, state.queue.size(), worker.busy() ? 1 : 0);
+        state.queue.cancel_all(CancelReason::Shutdown);
+        worker.cancel_current(CancelReason::Shutdown);
+    }
+    worker.join();
+    // Let the HTTP threads write the last events of their streams.
+    auto write_until = Clock::now() + std::chrono::seconds(2);
+    while (state.open_streams.load() > 0 && Clock::now() < write_until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stop_http();
+    spdlog::info("shut down cleanly ({} requests served)", state.metrics.requests("ok"));
+    return 0;
 }
 
 }  // namespace k3::server

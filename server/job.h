@@ -1,0 +1,122 @@
+// A Job is one generation request on its way from an HTTP thread to the engine worker, and its
+// JobChannel carries the results back. The HTTP thread builds the job (prompt tokens already
+// validated), pushes it on the JobQueue and then only reads the channel; the worker only writes
+// it. Cancellation goes the other way through the job's atomic flag, with a reason so the worker
+// can count it correctly in /metrics.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "k3/engine.h"
+#include "k3/sampler.h"
+
+namespace k3::server {
+
+using Clock = std::chrono::steady_clock;
+
+// Why a job was cancelled (stored before the flag is raised).
+enum class CancelReason : int { None = 0, ClientGone, Deadline, Shutdown, SlowClient };
+
+struct GenerationParams {
+    int max_tokens = 16;                 // generated tokens at most (>= 0)
+    SamplingParams sampling;
+    std::vector<std::string> stop;       // stop strings: generation ends before them
+    int logprobs = -1;                   // -1: none; N >= 0: chosen token + N alternatives
+    bool chat = false;                   // output goes through the chat parser (reasoning/content)
+    bool thinking = false;               // chat with thinking on: reasoning comes first
+    bool ignore_eos = false;
+    bool skip_special = true;            // completions: special tokens add no text (vLLM's default)
+};
+
+struct TokenLogprob {
+    int32_t id = -1;
+    std::string text;                    // the token's bytes (may be a partial UTF-8 sequence)
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;  // most likely alternatives, best first
+};
+
+struct Usage {
+    int prompt_tokens = 0;
+    int completion_tokens = 0;
+    int cached_tokens = 0;               // prompt tokens reused from the worker's session
+    int reasoning_tokens = 0;
+};
+
+// One message from the worker to the HTTP thread that owns the job.
+struct JobEvent {
+    enum class Kind { Delta, Done, Error };
+    Kind kind = Kind::Delta;
+    std::string content;                 // new response text (always whole UTF-8 characters)
+    std::string reasoning;               // new reasoning text (chat with thinking on)
+    std::vector<TokenLogprob> logprobs;  // one per token behind this delta, when asked for
+    std::string finish_reason;           // Done: "stop" or "length"
+    Usage usage;                         // Done (and Error, as far as it got)
+    int http_status = 500;               // Error
+    std::string error_type, error_code, message;  // Error
+};
+
+// Bounded single-producer (worker) / single-consumer (HTTP thread) event channel.
+class JobChannel {
+public:
+    explicit JobChannel(size_t capacity) : capacity_(capacity) {}
+
+    // Worker side. Waits at most `timeout` for room; false if there was none (slow client).
+    bool push(JobEvent event, std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        if (!room_.wait_for(lock, timeout, [&] { return events_.size() < capacity_ || closed_; })) return false;
+        if (closed_) return true;  // nobody is reading any more: drop silently
+        events_.push_back(std::move(event));
+        ready_.notify_one();
+        return true;
+    }
+    // HTTP side: every event available now (waits up to `timeout` for the first one).
+    std::vector<JobEvent> pop_all(std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        ready_.wait_for(lock, timeout, [&] { return !events_.empty(); });
+        std::vector<JobEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+        events_.clear();
+        room_.notify_one();
+        return out;
+    }
+    // HTTP side: the reader left; the worker's later pushes return at once.
+    void close() {
+        std::lock_guard lock(mutex_);
+        closed_ = true;
+        room_.notify_all();
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable ready_, room_;
+    std::deque<JobEvent> events_;
+    size_t capacity_;
+    bool closed_ = false;
+};
+
+struct Job {
+    uint64_t id = 0;
+    std::vector<int32_t> prompt;
+    GenerationParams params;
+    std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>(256);
+    CancelFlag cancel{false};
+    std::atomic<CancelReason> cancel_reason{CancelReason::None};
+    Clock::time_point enqueued_at = Clock::now();
+    std::optional<Clock::time_point> deadline;
+
+    // Raises the cancel flag once; the first reason wins.
+    void request_cancel(CancelReason reason) {
+        CancelReason expected = CancelReason::None;
+        cancel_reason.compare_exchange_strong(expected, reason);
+        cancel.store(true);
+    }
+};
+
+}  // namespace k3::server

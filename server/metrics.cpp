@@ -1,0 +1,181 @@
+#include "metrics.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace k3::server {
+
+namespace {
+
+std::string format_number(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+void write_metric(std::string& out, const std::string& name, const char* type, const std::string& help,
+                  double value) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    out += name + " " + format_number(value) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), buckets_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+    size_t i = 0;
+    while (i < bounds_.size() && value > bounds_[i]) ++i;
+    ++buckets_[i];
+    ++count_;
+    sum_ += value;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += buckets_[i];
+        out += name + "_bucket{le=\"" + format_number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    cumulative += buckets_.back();
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_sum " + format_number(sum_) + "\n";
+    out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+ProcessMemory read_process_memory() {
+    ProcessMemory m;
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        auto value_kb = [&] {
+            std::istringstream s(line.substr(line.find(':') + 1));
+            uint64_t kb = 0;
+            s >> kb;
+            return kb * 1024;
+        };
+        if (line.rfind("VmRSS:", 0) == 0) m.rss_bytes = value_kb();
+        if (line.rfind("VmHWM:", 0) == 0) m.peak_rss_bytes = value_kb();
+    }
+    return m;
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}),
+      token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}) {}
+
+void Metrics::count_request(const std::string& outcome) {
+    std::lock_guard lock(mutex_);
+    ++requests_[outcome];
+}
+
+void Metrics::add_prompt_tokens(int prompt, int cached, double prefill_seconds) {
+    std::lock_guard lock(mutex_);
+    prompt_tokens_ += static_cast<uint64_t>(prompt);
+    cached_tokens_ += static_cast<uint64_t>(cached);
+    prompt_seconds_ += prefill_seconds;
+}
+
+void Metrics::add_generated_tokens(int n, double decode_seconds) {
+    std::lock_guard lock(mutex_);
+    generated_tokens_ += static_cast<uint64_t>(n);
+    generated_seconds_ += decode_seconds;
+}
+
+void Metrics::observe_ttft(double seconds) {
+    std::lock_guard lock(mutex_);
+    ttft_.observe(seconds);
+}
+
+void Metrics::observe_token_latency(double seconds) {
+    std::lock_guard lock(mutex_);
+    token_latency_.observe(seconds);
+}
+
+void Metrics::set_processing(int n) {
+    std::lock_guard lock(mutex_);
+    processing_ = n;
+}
+
+void Metrics::set_engine_stats(const EngineStats& stats) {
+    std::lock_guard lock(mutex_);
+    engine_ = stats;
+}
+
+uint64_t Metrics::requests(const std::string& outcome) const {
+    std::lock_guard lock(mutex_);
+    auto it = requests_.find(outcome);
+    return it == requests_.end() ? 0 : it->second;
+}
+
+EngineStats Metrics::engine_stats() const {
+    std::lock_guard lock(mutex_);
+    return engine_;
+}
+
+std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool ready) const {
+    std::lock_guard lock(mutex_);
+    std::string out;
+    write_metric(out, "llamacpp:prompt_tokens_total", "counter", "Prompt tokens processed (including reused ones).",
+                 double(prompt_tokens_));
+    write_metric(out, "llamacpp:prompt_seconds_total", "counter", "Time spent in prompt processing.", prompt_seconds_);
+    write_metric(out, "llamacpp:tokens_predicted_total", "counter", "Generated tokens.", double(generated_tokens_));
+    write_metric(out, "llamacpp:tokens_predicted_seconds_total", "counter", "Time spent generating tokens.",
+                 generated_seconds_);
+    write_metric(out, "llamacpp:requests_processing", "gauge", "Requests the engine worker is running (0 or 1).",
+                 processing_);
+    write_metric(out, "llamacpp:requests_deferred", "gauge", "Requests waiting in the queue.", double(queue_depth));
+    write_metric(out, "k3serve:queue_depth", "gauge", "Requests waiting in the queue.", double(queue_depth));
+    write_metric(out, "k3serve:queue_capacity", "gauge", "Queue capacity (--queue-depth).", double(queue_capacity));
+    write_metric(out, "k3serve:ready", "gauge", "1 once the model is loaded and the daemon is serving.", ready ? 1 : 0);
+    write_metric(out, "k3serve:prompt_tokens_cached_total", "counter",
+                 "Prompt tokens reused from the worker's session instead of recomputed.", double(cached_tokens_));
+
+    out += "# HELP k3serve:requests_total Finished requests by outcome.\n# TYPE k3serve:requests_total counter\n";
+    for (const char* outcome : {"ok", "cancelled", "dropped", "deadline", "rejected_full", "rejected_loading",
+                                "rejected_shutdown", "invalid", "unauthorized", "error"}) {
+        auto it = requests_.find(outcome);
+        out += std::string("k3serve:requests_total{outcome=\"") + outcome + "\"} " +
+               std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
+    }
+    ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
+    token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
+
+    const EngineStats& e = engine_;
+    uint64_t misses = e.expert_requests - std::min(e.expert_requests, e.expert_hits);
+    write_metric(out, "k3serve:tokens_evaluated_total", "counter", "Positions the engine evaluated.",
+                 double(e.tokens_evaluated));
+    write_metric(out, "k3serve:expert_cache_requests_total", "counter", "Routed-expert lookups.",
+                 double(e.expert_requests));
+    write_metric(out, "k3serve:expert_cache_hits_total", "counter", "Routed experts served from the cache.",
+                 double(e.expert_hits));
+    write_metric(out, "k3serve:expert_cache_misses_total", "counter", "Routed experts read from disk.", double(misses));
+    write_metric(out, "k3serve:expert_cache_evictions_total", "counter", "Experts evicted from the cache.",
+                 double(e.expert_evictions));
+    write_metric(out, "k3serve:expert_cache_hit_ratio", "gauge",
+                 "Share of expert lookups served from the cache (retention), 0..1.",
+                 e.expert_requests ? double(e.expert_hits) / double(e.expert_requests) : 0.0);
+    write_metric(out, "k3serve:expert_read_failures_total", "counter", "Expert reads that failed or came back short.",
+                 double(e.expert_read_failures));
+    write_metric(out, "k3serve:trunk_bytes_read_total", "counter", "Bytes of dense trunk streamed from disk.",
+                 double(e.trunk_bytes_read));
+    write_metric(out, "k3serve:expert_bytes_read_total", "counter", "Bytes of routed experts read from disk.",
+                 double(e.expert_bytes_read));
+    write_metric(out, "k3serve:io_seconds_total", "counter", "Time the engine waited for reads.", e.io_seconds);
+    write_metric(out, "k3serve:compute_seconds_total", "counter", "Time the engine computed.", e.compute_seconds);
+    double busy = e.io_seconds + e.compute_seconds;
+    write_metric(out, "k3serve:io_share", "gauge", "Share of engine time spent waiting for I/O, 0..1.",
+                 busy > 0 ? e.io_seconds / busy : 0.0);
+    write_metric(out, "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
+
+    ProcessMemory mem = read_process_memory();
+    write_metric(out, "k3serve:resident_memory_bytes", "gauge", "Current resident set size.", double(mem.rss_bytes));
+    write_metric(out, "k3serve:resident_memory_peak_bytes", "gauge", "Peak resident set size.",
+                 double(mem.peak_rss_bytes));
+    return out;
+}
+
+}  // namespace k3::server

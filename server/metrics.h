@@ -1,0 +1,71 @@
+// Counters, gauges and histograms for GET /metrics (Prometheus text format 0.0.4). Names follow
+// llama-server's `llamacpp:` series where the meaning is the same, so existing dashboards work;
+// the k3serve-specific series (expert cache, bytes read, I/O share, RSS) use the `k3serve:`
+// prefix. Updated by the worker and HTTP threads under one mutex: a handful of updates per token
+// is far below anything measurable next to a forward pass.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "k3/engine.h"
+
+namespace k3::server {
+
+class Histogram {
+public:
+    explicit Histogram(std::vector<double> upper_bounds);
+    void observe(double value);
+    void render(std::string& out, const std::string& name, const std::string& help) const;
+    uint64_t count() const { return count_; }
+    double sum() const { return sum_; }
+
+private:
+    std::vector<double> bounds_;
+    std::vector<uint64_t> buckets_;  // non-cumulative; made cumulative when rendered
+    uint64_t count_ = 0;
+    double sum_ = 0;
+};
+
+// Memory of this process from /proc/self/status (bytes; 0 when unavailable).
+struct ProcessMemory {
+    uint64_t rss_bytes = 0;
+    uint64_t peak_rss_bytes = 0;
+};
+ProcessMemory read_process_memory();
+
+class Metrics {
+public:
+    Metrics();
+
+    // Request outcomes: "ok", "cancelled" (client left), "dropped" (left while queued),
+    // "deadline", "rejected_full", "rejected_loading", "rejected_shutdown", "invalid",
+    // "unauthorized", "error".
+    void count_request(const std::string& outcome);
+    void add_prompt_tokens(int prompt, int cached, double prefill_seconds);
+    void add_generated_tokens(int n, double decode_seconds);
+    void observe_ttft(double seconds);
+    void observe_token_latency(double seconds);
+    void set_processing(int n);
+    // The worker copies engine counters here (it is the only thread allowed to ask the engine).
+    void set_engine_stats(const EngineStats& stats);
+
+    uint64_t requests(const std::string& outcome) const;
+    EngineStats engine_stats() const;
+
+    // The whole exposition. queue_depth and queue_capacity come from the JobQueue.
+    std::string render(size_t queue_depth, size_t queue_capacity, bool ready) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, uint64_t> requests_;
+    uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
+    double prompt_seconds_ = 0, generated_seconds_ = 0;
+    int processing_ = 0;
+    Histogram ttft_, token_latency_;
+    EngineStats engine_;
+};
+
+}  // namespace k3::server

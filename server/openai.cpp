@@ -1,0 +1,401 @@
+#include "openai.h"
+
+#include <random>
+#include <set>
+
+#include "k3/error.h"
+
+namespace k3::server {
+
+namespace {
+
+// A field that is present and not null, or nullptr.
+const json* field(const json& body, const char* key) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+std::optional<long long> get_int(const json& body, const char* key, long long lo, long long hi) {
+    const json* v = field(body, key);
+    if (!v) return std::nullopt;
+    long long x = 0;
+    if (v->is_number_integer()) {
+        if (v->is_number_unsigned() && v->get<unsigned long long>() > (unsigned long long)hi)
+            throw bad_request(key, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                       std::to_string(hi) + "]");
+        x = v->get<long long>();
+    } else if (v->is_number_float() && v->get<double>() == double((long long)v->get<double>())) {
+        x = (long long)v->get<double>();
+    } else {
+        throw bad_request(key, std::string("'") + key + "' must be an integer, got " + v->dump(), "invalid_type");
+    }
+    if (x < lo || x > hi)
+        throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                   "], got " + std::to_string(x));
+    return x;
+}
+
+std::optional<double> get_number(const json& body, const char* key, double lo, double hi) {
+    const json* v = field(body, key);
+    if (!v) return std::nullopt;
+    if (!v->is_number())
+        throw bad_request(key, std::string("'") + key + "' must be a number, got " + v->dump(), "invalid_type");
+    double x = v->get<double>();
+    if (!(x >= lo && x <= hi))
+        throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                   "], got " + v->dump());
+    return x;
+}
+
+std::optional<bool> get_bool(const json& body, const char* key) {
+    const json* v = field(body, key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean())
+        throw bad_request(key, std::string("'") + key + "' must be true or false, got " + v->dump(), "invalid_type");
+    return v->get<bool>();
+}
+
+std::optional<std::string> get_string(const json& body, const char* key) {
+    const json* v = field(body, key);
+    if (!v) return std::nullopt;
+    if (!v->is_string())
+        throw bad_request(key, std::string("'") + key + "' must be a string, got " + v->dump(), "invalid_type");
+    return v->get<std::string>();
+}
+
+void refuse_nonzero(const json& body, const char* key, const std::string& why) {
+    auto x = get_number(body, key, -1e9, 1e9);
+    if (x && *x != 0) throw bad_request(key, std::string("'") + key + "' is not supported: " + why, "unsupported_parameter");
+}
+
+// Strict objects: every key must be known (a typo here changes meaning silently otherwise).
+void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+        if (!allowed.count(it.key()))
+            throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
+}
+
+std::string check_model(const json& body, const ModelLimits& limits) {
+    auto model = get_string(body, "model");
+    if (model && *model != limits.model_name)
+        throw ApiError(404, "not_found_error", "model_not_found", "model",
+                       "The model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'");
+    return limits.model_name;
+}
+
+// Fields common to both endpoints: sampling, stop, seed, stream, n, and what we refuse.
+void parse_common(const json& body, const ModelLimits& limits, GenerationRequest& r) {
+    if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
+    r.model = check_model(body, limits);
+    if (auto n = get_int(body, "n", 1, 128); n && *n != 1)
+        throw bad_request("n", "'n' > 1 is not supported: this server generates one choice per request", "unsupported_parameter");
+    if (auto b = get_int(body, "best_of", 1, 128); b && *b != 1)
+        throw bad_request("best_of", "'best_of' > 1 is not supported", "unsupported_parameter");
+    refuse_nonzero(body, "frequency_penalty", "penalties are not implemented");
+    refuse_nonzero(body, "presence_penalty", "penalties are not implemented");
+    if (const json* lb = field(body, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
+        throw bad_request("logit_bias", "'logit_bias' is not supported", "unsupported_parameter");
+    if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
+        throw bad_request("tools", "'tools' (function calling) is not supported", "unsupported_parameter");
+    if (const json* rf = field(body, "response_format")) {
+        if (!rf->is_object() || rf->value("type", "") != "text")
+            throw bad_request("response_format", "only response_format {\"type\":\"text\"} is supported",
+                              "unsupported_parameter");
+    }
+    if (auto u = field(body, "user"); u && !u->is_string())
+        throw bad_request("user", "'user' must be a string", "invalid_type");
+
+    SamplingParams& s = r.params.sampling;
+    s.temperature = float(get_number(body, "temperature", 0, 2).value_or(1.0));
+    s.top_p = float(get_number(body, "top_p", 0, 1).value_or(1.0));
+    if (s.top_p <= 0) throw bad_request("top_p", "'top_p' must be in (0, 1]");
+    s.top_k = int(get_int(body, "top_k", 0, 1 << 30).value_or(0));
+    s.min_p = float(get_number(body, "min_p", 0, 1).value_or(0.0));
+    if (const json* seed = field(body, "seed")) {
+        if (!seed->is_number_integer()) throw bad_request("seed", "'seed' must be an integer", "invalid_type");
+        s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+    } else {
+        s.seed = std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
+    }
+    if (std::string why = validate(s); !why.empty()) throw bad_request("temperature", why);
+    r.params.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+
+    if (const json* stop = field(body, "stop")) {
+        if (stop->is_string()) {
+            r.params.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array()) {
+            if (stop->size() > 4) throw bad_request("stop", "'stop' takes at most 4 strings");
+            for (const auto& x : *stop) {
+                if (!x.is_string()) throw bad_request("stop", "'stop' entries must be strings", "invalid_type");
+                r.params.stop.push_back(x.get<std::string>());
+            }
+        } else {
+            throw bad_request("stop", "'stop' must be a string or an array of strings", "invalid_type");
+        }
+        for (const auto& x : r.params.stop)
+            if (x.empty()) throw bad_request("stop", "'stop' strings must not be empty");
+    }
+    r.stream = get_bool(body, "stream").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) throw bad_request("stream_options", "'stream_options' must be an object", "invalid_type");
+        if (!r.stream) throw bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
+        check_keys(*so, {"include_usage", "include_obfuscation", "continuous_usage_stats"}, "stream_options");
+        r.include_usage = get_bool(*so, "include_usage").value_or(false);
+    }
+}
+
+// prompt + max_tokens must fit the context; the prompt alone must fit the prompt limit.
+void check_lengths(GenerationRequest& r, const ModelLimits& limits, std::optional<long long> max_tokens,
+                   int default_max_tokens, const char* max_param, const char* prompt_param) {
+    int prompt_len = int(r.prompt.size());
+    if (prompt_len == 0) throw bad_request(prompt_param, "the prompt is empty");
+    if (prompt_len > limits.max_prompt_tokens)
+        throw bad_request(prompt_param,
+                          "This model's maximum prompt length is " + std::to_string(limits.max_prompt_tokens) +
+                              " tokens. However, your prompt has " + std::to_string(prompt_len) + " tokens.",
+                          "context_length_exceeded");
+    int max_new = max_tokens ? int(*max_tokens) : std::min(default_max_tokens, limits.n_ctx - prompt_len);
+    if (prompt_len + max_new > limits.n_ctx)
+        throw bad_request(max_param,
+                          "This model's maximum context length is " + std::to_string(limits.n_ctx) +
+                              " tokens. However, you requested " + std::to_string(prompt_len + max_new) + " tokens (" +
+                              std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
+                              " in the completion). Please reduce the prompt or the completion length.",
+                          "context_length_exceeded");
+    r.params.max_tokens = max_new;
+}
+
+std::vector<int32_t> token_array(const json& a, const ModelLimits& limits) {
+    std::vector<int32_t> out;
+    for (const auto& x : a) {
+        if (!x.is_number_integer()) throw bad_request("prompt", "token ids must be integers", "invalid_type");
+        long long id = x.get<long long>();
+        if (id < 0 || id >= limits.n_vocab)
+            throw bad_request("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                            std::to_string(limits.n_vocab) + ")");
+        out.push_back(int32_t(id));
+    }
+    return out;
+}
+
+std::string message_content(const json& m, size_t index) {
+    std::string where = "messages[" + std::to_string(index) + "].content";
+    const json* c = field(m, "content");
+    if (!c) return {};
+    if (c->is_string()) return c->get<std::string>();
+    if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
+    std::string text;
+    for (const auto& part : *c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+            throw bad_request(where, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
+        check_keys(part, {"type", "text"}, where);
+        text += part["text"].get<std::string>();
+    }
+    return text;
+}
+
+// `thinking` (true/false or {"type":"enabled"|"disabled"}), `reasoning_effort` (low/high/max
+// turn it on at that effort, none/minimal turn it off) or chat_template_kwargs.thinking.
+ChatOptions parse_thinking(const json& body) {
+    ChatOptions o;
+    if (const json* t = field(body, "thinking")) {
+        if (t->is_boolean()) {
+            o.thinking = t->get<bool>();
+        } else if (t->is_object()) {
+            check_keys(*t, {"type", "budget_tokens"}, "thinking");
+            std::string type = t->value("type", "");
+            if (type != "enabled" && type != "disabled")
+                throw bad_request("thinking", "'thinking.type' must be \"enabled\" or \"disabled\"");
+            o.thinking = type == "enabled";
+        } else {
+            throw bad_request("thinking", "'thinking' must be a boolean or {\"type\":\"enabled\"}", "invalid_type");
+        }
+    }
+    if (const json* kw = field(body, "chat_template_kwargs")) {
+        if (!kw->is_object()) throw bad_request("chat_template_kwargs", "must be an object", "invalid_type");
+        check_keys(*kw, {"thinking", "enable_thinking"}, "chat_template_kwargs");
+        for (const char* k : {"thinking", "enable_thinking"})
+            if (auto b = get_bool(*kw, k)) o.thinking = *b;
+    }
+    if (auto effort = get_string(body, "reasoning_effort")) {
+        if (*effort == "none" || *effort == "minimal") {
+            o.thinking = false;
+        } else if (*effort == "low" || *effort == "high" || *effort == "max") {
+            o.thinking = true;
+            o.thinking_effort = *effort;
+        } else if (*effort == "xhigh") {
+            o.thinking = true;
+            o.thinking_effort = "max";
+        } else {
+            throw bad_request("reasoning_effort", "'reasoning_effort' must be none, low, high or max (K3 has no \"" +
+                                                      *effort + "\" level)");
+        }
+    }
+    return o;
+}
+
+}  // namespace
+
+ApiError bad_request(const std::string& param, const std::string& message, const std::string& code) {
+    return ApiError(400, "invalid_request_error", code, param, message);
+}
+
+json error_body(int status, const std::string& type, const std::string& code, const std::string& param,
+                const std::string& message) {
+    return json{{"error",
+                 {{"message", message},
+                  {"type", type},
+                  {"param", param.empty() ? json(nullptr) : json(param)},
+                  {"code", code.empty() ? json(status) : json(code)}}}};
+}
+
+json error_body(const ApiError& e) { return error_body(e.status, e.type, e.code, e.param, e.what()); }
+
+json parse_json_body(const std::string& body, int max_depth) {
+    if (body.empty()) throw bad_request("", "the request body is empty; expected a JSON object", "invalid_json");
+    bool too_deep = false;
+    json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
+        if (depth > max_depth) too_deep = true;
+        return !too_deep;
+    };
+    try {
+        json j = json::parse(body, limit_depth);
+        if (too_deep) throw 0;
+        return j;
+    } catch (const json::parse_error& e) {
+        if (too_deep)
+            throw bad_request("", "the JSON nests deeper than " + std::to_string(max_depth) + " levels", "invalid_json");
+        std::string what = e.what();
+        if (what.find("UTF-8") != std::string::npos)
+            throw bad_request("", "the request body is not valid UTF-8: " + what, "invalid_utf8");
+        throw bad_request("", "the request body is not valid JSON: " + what, "invalid_json");
+    } catch (int) {
+        throw bad_request("", "the JSON nests deeper than " + std::to_string(max_depth) + " levels", "invalid_json");
+    }
+}
+
+GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+    GenerationRequest r;
+    parse_common(body, limits, r);
+    if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
+        throw bad_request("suffix", "'suffix' (insert mode) is not supported", "unsupported_parameter");
+    const json* prompt = field(body, "prompt");
+    if (!prompt) throw bad_request("prompt", "'prompt' is required", "missing_required_parameter");
+    const json* p = prompt;
+    // A list of one prompt is the same as the prompt; more than one is a batch we do not run.
+    if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+        if (p->size() != 1)
+            throw bad_request("prompt", "only one prompt per request is supported (got " + std::to_string(p->size()) + ")",
+                              "unsupported_parameter");
+        p = &p->front();
+    }
+    if (p->is_string()) {
+        r.echo_text = p->get<std::string>();
+        r.prompt = tok.encode(r.echo_text, /*allow_special=*/false);
+    } else if (p->is_array()) {
+        r.prompt = token_array(*p, limits);
+        r.echo_text = tok.decode(r.prompt);
+    } else {
+        throw bad_request("prompt", "'prompt' must be a string, an array of token ids, or a list of one of those",
+                          "invalid_type");
+    }
+    r.echo = get_bool(body, "echo").value_or(false);
+    r.params.skip_special = get_bool(body, "skip_special_tokens").value_or(true);
+    r.params.logprobs = int(get_int(body, "logprobs", 0, 5).value_or(-1));
+    if (r.echo && r.params.logprobs >= 0)
+        throw bad_request("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported",
+                          "unsupported_parameter");
+    auto max_tokens = get_int(body, "max_tokens", 0, 1LL << 40);
+    check_lengths(r, limits, max_tokens, 16, "max_tokens", "prompt");
+    return r;
+}
+
+GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+    GenerationRequest r;
+    parse_common(body, limits, r);
+    const json* messages = field(body, "messages");
+    if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
+    if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
+    if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
+    std::vector<ChatMessage> chat;
+    for (size_t i = 0; i < messages->size(); ++i) {
+        const json& m = (*messages)[i];
+        std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
+        check_keys(m, {"role", "content", "name", "reasoning_content"}, where);
+        auto role = get_string(m, "role");
+        if (!role) throw bad_request(where + ".role", "'" + where + ".role' is required", "missing_required_parameter");
+        ChatMessage cm;
+        cm.role = *role == "developer" ? "system" : *role;
+        if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
+            throw bad_request(where + ".role", "unsupported role '" + *role + "' (system, developer, user, assistant)");
+        if (!field(m, "content") && cm.role != "assistant")
+            throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
+        cm.content = message_content(m, i);
+        if (auto rc = get_string(m, "reasoning_content")) cm.reasoning_content = *rc;
+        chat.push_back(std::move(cm));
+    }
+    ChatOptions options = parse_thinking(body);
+    try {
+        r.prompt = render_chat(tok, chat, options);
+    } catch (const Error& e) {
+        throw bad_request("messages", e.what());
+    }
+    r.params.chat = true;
+    r.params.thinking = options.thinking;
+    if (get_bool(body, "logprobs").value_or(false))
+        r.params.logprobs = int(get_int(body, "top_logprobs", 0, 20).value_or(0));
+    else if (field(body, "top_logprobs"))
+        throw bad_request("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    auto max_tokens = get_int(body, "max_completion_tokens", 1, 1LL << 40);
+    const char* max_param = "max_completion_tokens";
+    if (!max_tokens) {
+        max_tokens = get_int(body, "max_tokens", 1, 1LL << 40);
+        max_param = "max_tokens";
+    }
+    check_lengths(r, limits, max_tokens, limits.n_ctx, max_param, "messages");
+    return r;
+}
+
+json usage_json(const Usage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset) {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+    for (const auto& lp : lps) {
+        tokens.push_back(lp.text);
+        token_logprobs.push_back(lp.logprob);
+        json alts = json::object();
+        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
+        top.push_back(alts);
+        offsets.push_back(text_offset);
+        text_offset += lp.text.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
+    auto bytes = [](const std::string& s) {
+        json b = json::array();
+        for (unsigned char c : s) b.push_back(int(c));
+        return b;
+    };
+    json content = json::array();
+    for (const auto& lp : lps) {
+        json top = json::array();
+        for (const auto& [text, logprob] : lp.top)
+            top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
+        content.push_back({{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace k3::server

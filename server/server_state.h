@@ -1,0 +1,51 @@
+// What the HTTP threads share: settings, metrics, the job queue, the daemon's phase and, once
+// loaded, the model facts and the tokenizer (immutable, so any thread may use it). Owned by
+// serve_main (or a test), outlives the HttpServer and the EngineWorker.
+#pragma once
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "daemon_config.h"
+#include "job_queue.h"
+#include "k3/engine.h"
+#include "k3/tokenizer.h"
+#include "metrics.h"
+#include "openai.h"
+
+namespace k3::server {
+
+enum class Phase { Loading, Ready, Draining, Failed };
+
+struct ServerState {
+    explicit ServerState(DaemonConfig c) : config(std::move(c)), queue(size_t(config.queue_depth)) {}
+
+    const DaemonConfig config;
+    Metrics metrics;
+    JobQueue queue;
+    std::atomic<Phase> phase{Phase::Loading};
+    long long start_time = 0;           // unix seconds, for "created" in /v1/models
+
+    // Set before phase becomes Ready, read-only afterwards.
+    const Tokenizer* tokenizer = nullptr;
+    ModelInfo info;
+    ModelLimits limits;
+
+    void set_status(const std::string& s) {
+        std::lock_guard lock(mutex_);
+        status_ = s;
+    }
+    std::string status() const {
+        std::lock_guard lock(mutex_);
+        return status_;
+    }
+    std::atomic<uint64_t> next_job_id{1};
+    std::atomic<int> open_streams{0};   // handlers still talking to a client (drain waits for 0)
+
+private:
+    mutable std::mutex mutex_;
+    std::string status_ = "loading";
+};
+
+}  // namespace k3::server

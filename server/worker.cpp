@@ -1,0 +1,306 @@
+#include "worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <variant>
+
+#include "k3/chat.h"
+#include "k3/sampler.h"
+#include "stop_matcher.h"
+
+namespace k3::server {
+
+namespace {
+
+constexpr auto kPopTimeout = std::chrono::milliseconds(500);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Natural-log probabilities of the model's distribution (temperature 1, before any sampling
+// filter): the chosen token and the `n_top` most likely ones.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int n_top, const Tokenizer& tok) {
+    float max_logit = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float l : logits) sum += std::exp(double(l) - max_logit);
+    double log_z = max_logit + std::log(sum);
+    TokenLogprob out;
+    out.id = id;
+    out.text = std::string(tok.token_bytes(id));
+    out.logprob = float(double(logits[size_t(id)]) - log_z);
+    if (n_top > 0) {
+        std::vector<int32_t> ids(logits.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+        size_t k = std::min(ids.size(), size_t(n_top));
+        std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t a, int32_t b) {
+            return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+        });
+        for (size_t i = 0; i < k; ++i)
+            out.top.emplace_back(std::string(tok.token_bytes(ids[i])), float(double(logits[size_t(ids[i])]) - log_z));
+    }
+    return out;
+}
+
+// Text produced by one token: through the chat parser (reasoning + content) or the plain
+// UTF-8 stream decoder (completions).
+class OutputDecoder {
+public:
+    OutputDecoder(const Tokenizer& tok, const GenerationParams& p) : tok_(tok), skip_special_(p.skip_special) {
+        if (p.chat)
+            chat_.emplace(tok, p.thinking);
+        else
+            plain_.emplace(tok);
+    }
+    ChatOutputParser::Delta push(int32_t id) {
+        if (chat_) return chat_->push(id);
+        ChatOutputParser::Delta d;
+        if (!(skip_special_ && tok_.is_special(id))) d.content = plain_->push(id);
+        return d;
+    }
+    ChatOutputParser::Delta flush() {
+        if (chat_) return chat_->flush();
+        ChatOutputParser::Delta d;
+        d.content = plain_->flush();
+        return d;
+    }
+
+private:
+    const Tokenizer& tok_;
+    bool skip_special_;
+    std::optional<ChatOutputParser> chat_;
+    std::optional<StreamDecoder> plain_;
+};
+
+JobEvent error_event(int status, const std::string& type, const std::string& code, const std::string& message,
+                     const Usage& usage) {
+    JobEvent e;
+    e.kind = JobEvent::Kind::Error;
+    e.http_status = status;
+    e.error_type = type;
+    e.error_code = code;
+    e.message = message;
+    e.usage = usage;
+    return e;
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue& queue, Metrics& metrics,
+                           WorkerOptions options)
+    : engine_(engine), tokenizer_(tokenizer), queue_(queue), metrics_(metrics), options_(std::move(options)) {
+    if (engine_.info().eos_token_id >= 0) end_ids_.insert(engine_.info().eos_token_id);
+    for (const char* name : {"[EOS]", "<|end_of_msg|>"})
+        if (auto id = tokenizer_.special_id(name)) end_ids_.insert(*id);
+}
+
+EngineWorker::~EngineWorker() {
+    if (thread_.joinable()) {
+        queue_.close();
+        cancel_current(CancelReason::Shutdown);
+        thread_.join();
+    }
+}
+
+void EngineWorker::start() { thread_ = std::thread([this] { run(); }); }
+
+void EngineWorker::join() {
+    if (thread_.joinable()) thread_.join();
+}
+
+void EngineWorker::cancel_current(CancelReason reason) {
+    std::lock_guard lock(current_mutex_);
+    if (current_) current_->request_cancel(reason);
+}
+
+void EngineWorker::run() {
+    for (;;) {
+        if (options_.heartbeat) options_.heartbeat();
+        metrics_.set_engine_stats(engine_.stats());
+        std::shared_ptr<Job> job = queue_.pop(kPopTimeout);
+        if (!job) {
+            if (queue_.closed() && queue_.size() == 0) break;
+            continue;
+        }
+        {
+            std::lock_guard lock(current_mutex_);
+            current_ = job;
+        }
+        busy_ = true;
+        metrics_.set_processing(1);
+        try {
+            run_job(*job);
+        } catch (const std::exception& e) {
+            // Tokenizer/chat parser throw on programmer-level surprises; never take the worker down.
+            spdlog::error("job {}: {}", job->id, e.what());
+            finish_with_error(*job, 500, "server_error", "internal_error", e.what(), {});
+        }
+        metrics_.set_processing(0);
+        metrics_.set_engine_stats(engine_.stats());
+        {
+            std::lock_guard lock(current_mutex_);
+            current_.reset();
+        }
+        busy_ = false;
+        ++jobs_finished_;
+    }
+}
+
+bool EngineWorker::emit(Job& job, JobEvent event) {
+    if (job.channel->push(std::move(event), options_.slow_client_timeout)) return true;
+    job.request_cancel(CancelReason::SlowClient);
+    return false;
+}
+
+void EngineWorker::finish_with_error(Job& job, int status, const std::string& type, const std::string& code,
+                                     const std::string& message, const Usage& usage) {
+    metrics_.count_request(status == 504 ? "deadline" : "error");
+    emit(job, error_event(status, type, code, message, usage));
+}
+
+void EngineWorker::finish_cancelled(Job& job, const Usage& usage) {
+    switch (job.cancel_reason.load()) {
+        case CancelReason::Deadline:
+            finish_with_error(job, 504, "timeout_error", "deadline_exceeded",
+                              "the request did not finish within its deadline (--deadline-s)", usage);
+            return;
+        case CancelReason::Shutdown:
+            metrics_.count_request("cancelled");
+            emit(job, error_event(503, "unavailable_error", "shutting_down", "the server is shutting down", usage));
+            return;
+        default:  // the client left or could not keep up: nobody is listening any more
+            metrics_.count_request("cancelled");
+            emit(job, error_event(499, "cancelled", "cancelled", "request cancelled", usage));
+    }
+}
+
+void EngineWorker::run_job(Job& job) {
+    Usage usage;
+    usage.prompt_tokens = int(job.prompt.size());
+    if (job.cancel.load()) {
+        // Left while queued: never started (llama.cpp #13262).
+        if (job.cancel_reason.load() == CancelReason::ClientGone) {
+            metrics_.count_request("dropped");
+            return;
+        }
+        finish_cancelled(job, usage);
+        return;
+    }
+    if (job.deadline && Clock::now() >= *job.deadline) {
+        job.request_cancel(CancelReason::Deadline);
+        finish_cancelled(job, usage);
+        return;
+    }
+    if (!session_) session_ = engine_.new_session(options_.n_ctx);
+
+    // Prefill: reuse what the previous job left in the session, evaluate the rest.
+    auto prefill_start = Clock::now();
+    int reused = 0;
+    Status st = session_->sync(job.prompt, job.cancel, &reused);
+    usage.cached_tokens = reused;
+    if (!st.ok()) {
+        switch (st.code) {
+            case StatusCode::Cancelled: finish_cancelled(job, usage); return;
+            case StatusCode::ContextFull:
+                finish_with_error(job, 400, "invalid_request_error", "context_length_exceeded", st.message, usage);
+                return;
+            case StatusCode::InvalidArgument:
+                finish_with_error(job, 400, "invalid_request_error", "invalid_prompt", st.message, usage);
+                return;
+            default:
+                spdlog::error("job {}: prefill failed: {}", job.id, st.message);
+                finish_with_error(job, 500, "server_error", "engine_error", st.message, usage);
+                return;
+        }
+    }
+    metrics_.add_prompt_tokens(usage.prompt_tokens, reused, seconds_since(prefill_start));
+
+    const GenerationParams& p = job.params;
+    Sampler sampler(p.sampling);
+    OutputDecoder decoder(tokenizer_, p);
+    StopMatcher stop(p.stop);
+    std::string finish_reason = "length";
+    auto decode_start = Clock::now();
+    auto last_token_at = Clock::now();
+    bool cancelled = false;
+    JobEvent last;
+
+    for (int n = 0; n < p.max_tokens; ++n) {
+        std::span<const float> logits = session_->logits();
+        int32_t id = sampler.sample(logits);
+        auto now = Clock::now();
+        if (n == 0)
+            metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
+        else
+            metrics_.observe_token_latency(std::chrono::duration<double>(now - last_token_at).count());
+        last_token_at = now;
+        usage.completion_tokens++;
+
+        JobEvent event;
+        if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
+        bool end = !p.ignore_eos && end_ids_.count(id) > 0;
+        if (!end) {
+            auto delta = decoder.push(id);
+            if (!delta.reasoning.empty()) usage.reasoning_tokens++;
+            event.reasoning = std::move(delta.reasoning);
+            event.content = stop.push(delta.content);
+            end = delta.end_of_turn || stop.stopped();
+        }
+        if (end) finish_reason = "stop";
+        if (end || n + 1 == p.max_tokens) {
+            // The last token's text travels with the Done event, so that finish_reason sits on
+            // the last content chunk (OpenAI streaming contract).
+            last = std::move(event);
+            break;
+        }
+        if (!event.content.empty() || !event.reasoning.empty() || !event.logprobs.empty())
+            if (!emit(job, std::move(event))) {
+                cancelled = true;
+                break;
+            }
+
+        if (options_.heartbeat && now - last_heartbeat_ > std::chrono::seconds(1)) {
+            options_.heartbeat();
+            last_heartbeat_ = now;
+        }
+        if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
+        if (job.cancel.load()) {
+            cancelled = true;
+            break;
+        }
+        st = session_->append(id, job.cancel);
+        if (st.code == StatusCode::Cancelled) {
+            cancelled = true;
+            break;
+        }
+        if (st.code == StatusCode::ContextFull) break;  // finish_reason "length": the context is full
+        if (!st.ok()) {
+            metrics_.add_generated_tokens(usage.completion_tokens, seconds_since(decode_start));
+            spdlog::error("job {}: decode failed: {}", job.id, st.message);
+            finish_with_error(job, 500, "server_error", "engine_error", st.message, usage);
+            return;
+        }
+    }
+    metrics_.add_generated_tokens(usage.completion_tokens, seconds_since(decode_start));
+    if (cancelled) {
+        finish_cancelled(job, usage);
+        return;
+    }
+    // What the decoder and the stop matcher still hold (unless a stop string ended the text)
+    // joins the last token's text in the Done event.
+    JobEvent done = std::move(last);
+    if (!stop.stopped()) {
+        auto rest = decoder.flush();
+        done.reasoning += rest.reasoning;
+        done.content += stop.push(rest.content);
+        done.content += stop.flush();
+    }
+    done.kind = JobEvent::Kind::Done;
+    done.finish_reason = finish_reason;
+    done.usage = usage;
+    metrics_.count_request("ok");
+    emit(job, std::move(done));
+}
+
+}  // namespace k3::server

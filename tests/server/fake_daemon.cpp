@@ -1,0 +1,57 @@
+// k3serve_fake_daemon: the real HTTP layer and engine worker over the FakeEngine, as a process,
+// for the Node.js tests (openai SDK protocol checks and the headless-browser UI test) that must
+// not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
+// closes or SIGTERM.
+//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "server_harness.h"
+
+using namespace k3::test;
+
+int main(int argc, char** argv) {
+    auto config = test_config();
+    config.sse_ping_s = 1;
+    FakeEngineOptions options;
+    std::string answer = "Hello from the fake engine!";
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--api-key" && i + 1 < argc) {
+            config.api_keys = {argv[++i]};
+        } else if (a == "--token-delay-ms" && i + 1 < argc) {
+            options.token_delay = std::chrono::milliseconds(std::atoi(argv[++i]));
+        } else if (a == "--alias" && i + 1 < argc) {
+            config.model_alias = argv[++i];
+        } else if (a == "--answer" && i + 1 < argc) {
+            answer = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]\n");
+            return 2;
+        }
+    }
+    options.script = chat_answer(answer);
+    options.n_ctx_max = 4096;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    TestServer server(config, options);
+    std::printf("listening on http://127.0.0.1:%d\n", server.port);
+    std::fflush(stdout);
+    std::thread([] {
+        char buf[256];
+        while (read(STDIN_FILENO, buf, sizeof buf) > 0) {
+        }
+        kill(getpid(), SIGTERM);
+    }).detach();
+    int sig = 0;
+    sigwait(&set, &sig);
+    return 0;
+}

@@ -1,0 +1,184 @@
+// Test doubles behind the real worker and HTTP layer: a byte-level FakeTokenizer (ids 0..255 are
+// bytes, then the K3 chat specials) and a FakeEngine whose sessions "generate" a fixed script of
+// token ids after every prompt, with optional per-token delays and cancel checks, so server
+// behaviour (streaming, stop strings, cancellation, queueing, reuse) is testable without a model.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "k3/engine.h"
+#include "k3/tokenizer.h"
+
+namespace k3::test {
+
+inline const std::vector<std::string> kFakeSpecials = {"[BOS]", "[EOS]", "<|end_of_msg|>", "<|open|>", "<|close|>",
+                                                       "<|sep|>", "[EOT]"};
+
+class FakeTokenizer : public Tokenizer {
+public:
+    static constexpr int32_t kEos = 257;       // "[EOS]"
+    static constexpr int32_t kEndOfMsg = 258;  // "<|end_of_msg|>"
+    static constexpr int32_t kClose = 260;     // "<|close|>"
+    static constexpr int32_t kSep = 261;       // "<|sep|>"
+
+    std::vector<int32_t> encode(std::string_view text, bool allow_special) const override {
+        std::vector<int32_t> out;
+        for (size_t i = 0; i < text.size();) {
+            bool matched = false;
+            if (allow_special)
+                for (size_t s = 0; s < kFakeSpecials.size(); ++s)
+                    if (text.substr(i).starts_with(kFakeSpecials[s])) {
+                        out.push_back(int32_t(256 + s));
+                        i += kFakeSpecials[s].size();
+                        matched = true;
+                        break;
+                    }
+            if (!matched) out.push_back(static_cast<unsigned char>(text[i++]));
+        }
+        return out;
+    }
+    std::string decode(std::span<const int32_t> ids) const override {
+        std::string out;
+        for (int32_t id : ids) out += token_bytes(id);
+        return out;
+    }
+    std::string_view token_bytes(int32_t id) const override {
+        static const std::vector<std::string> bytes = [] {
+            std::vector<std::string> b;
+            for (int i = 0; i < 256; ++i) b.push_back(std::string(1, char(i)));
+            for (const auto& s : kFakeSpecials) b.push_back(s);
+            return b;
+        }();
+        return id >= 0 && size_t(id) < bytes.size() ? std::string_view(bytes[size_t(id)]) : std::string_view();
+    }
+    bool is_special(int32_t id) const override { return id >= 256 && id < n_vocab(); }
+    std::optional<int32_t> special_id(std::string_view content) const override {
+        for (size_t s = 0; s < kFakeSpecials.size(); ++s)
+            if (kFakeSpecials[s] == content) return int32_t(256 + s);
+        return std::nullopt;
+    }
+    int n_vocab() const override { return int(256 + kFakeSpecials.size()); }
+};
+
+// Token ids of a text (bytes), for building scripts.
+inline std::vector<int32_t> bytes_of(const std::string& s) {
+    std::vector<int32_t> out;
+    for (unsigned char c : s) out.push_back(c);
+    return out;
+}
+
+// The tail a chat answer ends with in the K3 layout.
+inline std::vector<int32_t> chat_answer(const std::string& content) {
+    auto out = bytes_of(content);
+    out.push_back(FakeTokenizer::kClose);
+    for (int32_t b : bytes_of("response")) out.push_back(b);
+    out.push_back(FakeTokenizer::kSep);
+    out.push_back(FakeTokenizer::kClose);
+    for (int32_t b : bytes_of("message")) out.push_back(b);
+    out.push_back(FakeTokenizer::kSep);
+    out.push_back(FakeTokenizer::kEndOfMsg);
+    return out;
+}
+
+struct FakeEngineOptions {
+    std::vector<int32_t> script = bytes_of("The quick brown fox jumps over the lazy dog. ");
+    std::chrono::milliseconds token_delay{0};    // per append()
+    std::chrono::milliseconds prefill_delay{0};  // per prompt token evaluated in sync()
+    int n_ctx_max = 256;
+};
+
+class FakeSession : public Session {
+public:
+    FakeSession(const FakeEngineOptions& o, int n_ctx, std::atomic<uint64_t>& evaluated)
+        : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), logits_(256 + kFakeSpecials.size()) {}
+
+    Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused) override {
+        if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
+        if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
+        size_t common = 0;
+        while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
+        if (common == tokens.size()) --common;  // the last position is always recomputed (its logits)
+        tokens_.resize(common);
+        if (reused) *reused = int(common);
+        for (size_t i = common; i < tokens.size(); ++i) {
+            if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};  // "between layers"
+            std::this_thread::sleep_for(o_.prefill_delay);
+            tokens_.push_back(tokens[i]);
+            ++evaluated_;
+        }
+        generated_ = 0;
+        compute_logits();
+        return {};
+    }
+    Status append(int32_t token, const CancelFlag& cancel) override {
+        if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};
+        if (int(tokens_.size()) >= n_ctx_) return {StatusCode::ContextFull, "context full"};
+        std::this_thread::sleep_for(o_.token_delay);
+        tokens_.push_back(token);
+        ++evaluated_;
+        ++generated_;
+        compute_logits();
+        return {};
+    }
+    std::span<const float> logits() const override { return logits_; }
+    std::span<const int32_t> tokens() const override { return tokens_; }
+    int n_ctx() const override { return n_ctx_; }
+    Status prefill_all_logits(std::span<const int32_t>, std::vector<float>&) override {
+        return {StatusCode::Internal, "not used by the server"};
+    }
+
+private:
+    // The script's next token gets logit 10, the byte after it 9: greedy follows the script,
+    // sampling with a seed sometimes does not.
+    void compute_logits() {
+        std::fill(logits_.begin(), logits_.end(), 0.0f);
+        int32_t next = o_.script[size_t(generated_) % o_.script.size()];
+        logits_[size_t(next)] = 10.0f;
+        logits_[size_t((next + 1) % 256)] = 9.0f;
+    }
+
+    const FakeEngineOptions& o_;
+    int n_ctx_;
+    std::atomic<uint64_t>& evaluated_;
+    std::vector<int32_t> tokens_;
+    std::vector<float> logits_;
+    int generated_ = 0;
+};
+
+class FakeEngine : public Engine {
+public:
+    explicit FakeEngine(FakeEngineOptions o = {}) : o_(std::move(o)) {
+        info_.name = "fake";
+        info_.shape = "fake: byte vocabulary, scripted output";
+        info_.kernels = "none";
+        info_.memory_plan = "none";
+        info_.n_vocab = 256 + int(kFakeSpecials.size());
+        info_.n_ctx_max = o_.n_ctx_max;
+        info_.eos_token_id = FakeTokenizer::kEos;
+        info_.fingerprint = "fake0123456789abcdef";
+    }
+    const ModelInfo& info() const override { return info_; }
+    EngineStats stats() const override {
+        EngineStats s;
+        s.tokens_evaluated = evaluated_.load();
+        s.expert_requests = 10;
+        s.expert_hits = 7;
+        return s;
+    }
+    std::unique_ptr<Session> new_session(int n_ctx) override {
+        return std::make_unique<FakeSession>(o_, n_ctx, evaluated_);
+    }
+    FakeEngineOptions& options() { return o_; }
+    uint64_t evaluated() const { return evaluated_.load(); }
+
+private:
+    FakeEngineOptions o_;
+    ModelInfo info_;
+    mutable std::atomic<uint64_t> evaluated_{0};
+};
+
+}  // namespace k3::test

@@ -1,0 +1,281 @@
+// Everything that must be refused or cut short, over real HTTP: bad input (400/401/404/413) with
+// an OpenAI error body while the daemon keeps serving, 503 + Retry-After while loading and when
+// the queue is full, client disconnects cancelling work (decode, prefill, queued), deadlines.
+#include <doctest/doctest.h>
+
+#include "server_harness.h"
+
+using namespace k3::test;
+
+namespace {
+
+// The answer is an OpenAI error: {"error":{"message","type","param","code"}}.
+void check_error(const httplib::Result& r, int status, const std::string& code = "") {
+    REQUIRE(r);
+    CHECK(r->status == status);
+    json j = json::parse(r->body);
+    REQUIRE(j.contains("error"));
+    CHECK(j["error"]["message"].is_string());
+    CHECK_FALSE(j["error"]["message"].get<std::string>().empty());
+    CHECK(j["error"]["type"].is_string());
+    CHECK(j["error"].contains("param"));
+    CHECK(j["error"].contains("code"));
+    if (!code.empty()) CHECK(j["error"]["code"] == code);
+}
+
+void check_still_serving(httplib::Client& c) {
+    auto r = post_json(c, "/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}, {"temperature", 0}});
+    REQUIRE(r);
+    CHECK(r->status == 200);
+}
+
+const json kUser = json::array({{{"role", "user"}, {"content", "Hi"}}});
+
+}  // namespace
+
+TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon keeps serving") {
+    TestServer server;
+    auto c = server.client();
+    struct Case {
+        const char* what;
+        const char* path;
+        std::string body;
+        int status;
+        const char* code;
+    };
+    std::vector<Case> cases = {
+        {"malformed JSON", "/v1/completions", R"({"prompt": "x",)", 400, "invalid_json"},
+        {"not an object", "/v1/completions", R"([1,2,3])", 400, ""},
+        {"empty body", "/v1/chat/completions", "", 400, "invalid_json"},
+        {"prompt wrong type", "/v1/completions", R"({"prompt": 12})", 400, "invalid_type"},
+        {"missing prompt", "/v1/completions", R"({"max_tokens": 3})", 400, "missing_required_parameter"},
+        {"max_tokens wrong type", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})", 400, "invalid_type"},
+        {"max_tokens negative", "/v1/completions", R"({"prompt": "x", "max_tokens": -1})", 400, ""},
+        {"max_tokens huge", "/v1/completions", R"({"prompt": "x", "max_tokens": 100000000})", 400, "context_length_exceeded"},
+        {"max_tokens 2^63", "/v1/completions", R"({"prompt": "x", "max_tokens": 18446744073709551615})", 400, ""},
+        {"temperature too high", "/v1/completions", R"({"prompt": "x", "temperature": 3})", 400, ""},
+        {"temperature negative", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "temperature": -0.5})", 400, ""},
+        {"temperature wrong type", "/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "invalid_type"},
+        {"top_p zero", "/v1/completions", R"({"prompt": "x", "top_p": 0})", 400, ""},
+        {"n > 1", "/v1/completions", R"({"prompt": "x", "n": 2})", 400, "unsupported_parameter"},
+        {"two prompts", "/v1/completions", R"({"prompt": ["a", "b"]})", 400, "unsupported_parameter"},
+        {"token id out of range", "/v1/completions", R"({"prompt": [1, 999999]})", 400, ""},
+        {"empty prompt", "/v1/completions", R"({"prompt": ""})", 400, ""},
+        {"stop too many", "/v1/completions", R"({"prompt": "x", "stop": ["a","b","c","d","e"]})", 400, ""},
+        {"stop wrong type", "/v1/completions", R"({"prompt": "x", "stop": 5})", 400, "invalid_type"},
+        {"logprobs > 5", "/v1/completions", R"({"prompt": "x", "logprobs": 6})", 400, ""},
+        {"stream_options without stream", "/v1/completions", R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, ""},
+        {"unknown stream_options field", "/v1/completions", R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true, "bogus": 1}})", 400, "unknown_field"},
+        {"unknown model", "/v1/completions", R"({"model": "gpt-4", "prompt": "x"})", 404, "model_not_found"},
+        {"unknown model (chat)", "/v1/chat/completions", R"({"model": "nope", "messages": [{"role":"user","content":"x"}]})", 404, "model_not_found"},
+        {"messages missing", "/v1/chat/completions", R"({"model": "fake"})", 400, "missing_required_parameter"},
+        {"messages empty", "/v1/chat/completions", R"({"messages": []})", 400, ""},
+        {"messages not an array", "/v1/chat/completions", R"({"messages": "hi"})", 400, "invalid_type"},
+        {"message not an object", "/v1/chat/completions", R"({"messages": ["hi"]})", 400, "invalid_type"},
+        {"unknown message field", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x","colour":"red"}]})", 400, "unknown_field"},
+        {"unknown role", "/v1/chat/completions", R"({"messages": [{"role":"wizard","content":"x"}]})", 400, ""},
+        {"tool role", "/v1/chat/completions", R"({"messages": [{"role":"tool","content":"x"}]})", 400, ""},
+        {"content wrong type", "/v1/chat/completions", R"({"messages": [{"role":"user","content":42}]})", 400, "invalid_type"},
+        {"image content", "/v1/chat/completions", R"({"messages": [{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", 400, ""},
+        {"tools", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tools": [{"type":"function"}]})", 400, "unsupported_parameter"},
+        {"json mode", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "response_format": {"type":"json_object"}})", 400, "unsupported_parameter"},
+        {"reasoning_effort medium", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "reasoning_effort": "medium"})", 400, ""},
+        {"max_completion_tokens zero", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "max_completion_tokens": 0})", 400, ""},
+        {"top_logprobs without logprobs", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "top_logprobs": 2})", 400, ""},
+        {"echo with logprobs", "/v1/completions", R"({"prompt": "x", "echo": true, "logprobs": 1})", 400, "unsupported_parameter"},
+        {"penalty", "/v1/completions", R"({"prompt": "x", "presence_penalty": 1.5})", 400, "unsupported_parameter"},
+        {"tokenize wrong type", "/tokenize", R"({"content": 5})", 400, "invalid_type"},
+        {"detokenize missing tokens", "/detokenize", R"({})", 400, ""},
+    };
+    for (const auto& tc : cases) {
+        CAPTURE(tc.what);
+        auto r = c.Post(tc.path, tc.body, "application/json");
+        check_error(r, tc.status, tc.code);
+    }
+    // Invalid UTF-8 inside a JSON string.
+    std::string bad_utf8 = std::string(R"({"prompt": "caf)") + "\xC3\x28" + R"("})";
+    check_error(c.Post("/v1/completions", bad_utf8, "application/json"), 400, "invalid_utf8");
+    // Deep nesting.
+    std::string deep = R"({"prompt": "x", "user": )" + std::string(200, '[') + std::string(200, ']') + "}";
+    check_error(c.Post("/v1/completions", deep, "application/json"), 400, "invalid_json");
+    // Prompt longer than the context (the fake's context is 256 tokens).
+    check_error(post_json(c, "/v1/completions", {{"prompt", std::string(300, 'a')}, {"max_tokens", 1}}), 400,
+                "context_length_exceeded");
+    check_error(post_json(c, "/v1/chat/completions",
+                          {{"messages", json::array({{{"role", "user"}, {"content", std::string(300, 'a')}}})}}),
+                400, "context_length_exceeded");
+    // prompt + max_tokens over the context.
+    check_error(post_json(c, "/v1/completions", {{"prompt", std::string(200, 'a')}, {"max_tokens", 100}}), 400,
+                "context_length_exceeded");
+    // Unknown route and wrong method.
+    check_error(c.Get("/v1/engines"), 404);
+    check_error(c.Get("/v1/completions"), 404);
+    check_still_serving(c);
+    CHECK(server.state.metrics.requests("invalid") >= cases.size());
+}
+
+TEST_CASE("an oversized body is refused with 413") {
+    auto config = test_config();
+    config.max_body_bytes = 4096;
+    TestServer server(config);
+    auto c = server.client();
+    json big = {{"prompt", std::string(8000, 'a')}};
+    auto r = post_json(c, "/v1/completions", big);
+    check_error(r, 413);
+    auto c2 = server.client();
+    check_still_serving(c2);
+}
+
+TEST_CASE("API keys: missing or wrong key is 401; health and UI stay public; metrics by setting") {
+    auto config = test_config();
+    config.api_keys = {"sekrit", "other"};
+    TestServer server(config);
+    auto c = server.client();
+    check_error(post_json(c, "/v1/completions", {{"prompt", "x"}}), 401, "invalid_api_key");
+    check_error(c.Get("/v1/models", {{"Authorization", "Bearer wrong"}}), 401);
+    check_error(c.Get("/v1/models", {{"Authorization", "Bearer sekri"}}), 401);
+    CHECK(c.Get("/v1/models", {{"Authorization", "Bearer sekrit"}})->status == 200);
+    CHECK(c.Get("/v1/models", {{"Authorization", "Bearer other"}})->status == 200);
+    CHECK(c.Get("/health")->status == 200);
+    CHECK(c.Get("/")->status == 200);
+    CHECK(c.Get("/metrics")->status == 200);  // public unless metrics_auth
+    c.set_bearer_token_auth("sekrit");
+    check_still_serving(c);
+
+    config.metrics_auth = true;
+    TestServer locked(config);
+    auto l = locked.client();
+    check_error(l.Get("/metrics"), 401);
+    CHECK(l.Get("/metrics", {{"Authorization", "Bearer sekrit"}})->status == 200);
+}
+
+TEST_CASE("while loading: 503 + Retry-After on the API, /health 503, UI served") {
+    TestServer server(test_config(), {}, /*ready=*/false);
+    auto c = server.client();
+    auto r = post_json(c, "/v1/chat/completions", {{"messages", kUser}});
+    check_error(r, 503, "model_loading");
+    CHECK(r->get_header_value("Retry-After") == "5");
+    auto h = c.Get("/health");
+    check_error(h, 503);
+    CHECK(h->has_header("Retry-After"));
+    check_error(c.Get("/v1/models"), 503);
+    CHECK(c.Get("/")->status == 200);
+    server.state.phase = Phase::Ready;
+    CHECK(c.Get("/health")->status == 200);
+    check_still_serving(c);
+}
+
+TEST_CASE("a full queue answers 503 + Retry-After with an OpenAI error") {
+    auto config = test_config();
+    config.queue_depth = 1;
+    FakeEngineOptions o;
+    o.token_delay = std::chrono::milliseconds(20);
+    TestServer server(config, o);
+    // Occupy the worker, then the one queue slot.
+    std::thread busy([&] {
+        auto c = server.client();
+        post_json(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 40}});
+    });
+    REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
+    std::thread queued([&] {
+        auto c = server.client();
+        post_json(c, "/v1/completions", {{"prompt", "b"}, {"max_tokens", 2}});
+    });
+    REQUIRE(TestServer::eventually([&] { return server.state.queue.size() == 1; }));
+    auto c = server.client();
+    auto r = post_json(c, "/v1/completions", {{"prompt", "c"}, {"max_tokens", 2}});
+    check_error(r, 503, "queue_full");
+    CHECK(r->get_header_value("Retry-After") == "2");
+    CHECK(server.state.metrics.requests("rejected_full") == 1);
+    busy.join();
+    queued.join();
+    check_still_serving(c);
+}
+
+TEST_CASE("a client that disconnects mid-stream cancels its job within a token or two") {
+    FakeEngineOptions o;
+    o.token_delay = std::chrono::milliseconds(30);
+    TestServer server(test_config(), o);
+    {
+        RawClient raw(server.port);
+        REQUIRE(raw.ok());
+        raw.send_post("/v1/completions", json({{"prompt", "x"}, {"max_tokens", 200}, {"stream", true}}).dump());
+        std::string got = raw.read_until("data: ");
+        REQUIRE(got.find("200 OK") != std::string::npos);
+    }  // hang up
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("cancelled") == 1; }));
+    REQUIRE(TestServer::eventually([&] { return !server.worker->busy(); }));
+    // 200 tokens would take 6 s; cancellation came long before.
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    auto evaluated = server.engine.evaluated();
+    CHECK(evaluated < 150);
+    auto c = server.client();
+    check_still_serving(c);
+    auto m = c.Get("/metrics");
+    CHECK(m->body.find("k3serve:requests_total{outcome=\"cancelled\"} 1") != std::string::npos);
+}
+
+TEST_CASE("a client that disconnects during a long prefill cancels it (non-streamed request)") {
+    FakeEngineOptions o;
+    o.prefill_delay = std::chrono::milliseconds(40);  // ~8 s for a 200-token prompt
+    TestServer server(test_config(), o);
+    {
+        RawClient raw(server.port);
+        raw.send_post("/v1/completions", json({{"prompt", std::string(200, 'p')}, {"max_tokens", 4}}).dump());
+        REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("cancelled") == 1; }, 3000));
+    CHECK(server.engine.evaluated() < 150);  // stopped part-way through the prompt
+}
+
+TEST_CASE("a queued job whose client left is dropped before it starts") {
+    FakeEngineOptions o;
+    o.token_delay = std::chrono::milliseconds(20);
+    TestServer server(test_config(), o);
+    std::thread busy([&] {
+        auto c = server.client();
+        post_json(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 30}});
+    });
+    REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
+    {
+        RawClient raw(server.port);
+        raw.send_post("/v1/completions", json({{"prompt", "queued"}, {"max_tokens", 50}}).dump());
+        REQUIRE(TestServer::eventually([&] { return server.state.queue.size() == 1; }));
+    }
+    busy.join();
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("dropped") == 1; }));
+    CHECK(server.state.metrics.requests("ok") == 1);
+}
+
+TEST_CASE("the per-request deadline cuts a slow request with 504") {
+    auto config = test_config();
+    config.deadline_s = 0.3;
+    FakeEngineOptions o;
+    o.token_delay = std::chrono::milliseconds(30);
+    TestServer server(config, o);
+    auto c = server.client();
+    auto r = post_json(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}});
+    check_error(r, 504, "deadline_exceeded");
+    CHECK(server.state.metrics.requests("deadline") == 1);
+    // Streamed: the error arrives as a data: {"error":...} event after the first tokens.
+    auto s = post_json(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}, {"stream", true}});
+    REQUIRE(s->status == 200);
+    auto events = sse_data(s->body);
+    REQUIRE(events.size() >= 2);
+    CHECK(events.back() == "[DONE]");
+    json err = json::parse(events[events.size() - 2]);
+    CHECK(err["error"]["code"] == "deadline_exceeded");
+}
+
+TEST_CASE("SSE pings keep a stream alive while the first token is slow") {
+    FakeEngineOptions o;
+    o.prefill_delay = std::chrono::milliseconds(10);  // 100-token prompt: ~1 s, ping interval 0.2 s
+    TestServer server(test_config(), o);
+    auto c = server.client();
+    auto r = post_json(c, "/v1/completions", {{"prompt", std::string(100, 'p')}, {"max_tokens", 3}, {"stream", true}});
+    REQUIRE(r->status == 200);
+    CHECK(r->body.find(": ping\n\n") != std::string::npos);
+    CHECK(sse_data(r->body).back() == "[DONE]");
+}

@@ -1,0 +1,215 @@
+// The daemon's parts on their own: stop-string matching, the bounded job queue and channel,
+// config precedence and refusal, metrics exposition, and the worker against a FakeEngine
+// without HTTP (events, cancellation, reuse).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "daemon_config.h"
+#include "fake_engine.h"
+#include "k3/error.h"
+#include "metrics.h"
+#include "stop_matcher.h"
+#include "worker.h"
+
+using namespace k3;
+using namespace k3::server;
+using namespace k3::test;
+
+TEST_CASE("StopMatcher holds back possible starts and cuts at the earliest stop") {
+    StopMatcher m({"END", "xy"});
+    CHECK(m.push("abc") == "abc");
+    CHECK(m.push("E") == "");       // could be END
+    CHECK(m.push("N") == "");
+    CHECK(m.push("X") == "ENX");    // was not
+    CHECK(m.push("x") == "");
+    CHECK(m.push("y and more") == "");
+    CHECK(m.stopped());
+    CHECK(m.push("later") == "");
+    CHECK(m.flush() == "");
+
+    StopMatcher n({"ab"});
+    CHECK(n.push("xxa") == "xx");
+    CHECK(n.flush() == "a");  // the end of generation releases what was held
+    CHECK_FALSE(n.stopped());
+
+    StopMatcher both({"bc", "abcd"});
+    CHECK(both.push("zabc") == "za");  // "bc" completes first
+    CHECK(both.stopped());
+
+    StopMatcher none({});
+    CHECK(none.push("anything") == "anything");
+}
+
+TEST_CASE("JobQueue is bounded and refuses after close") {
+    JobQueue q(2);
+    CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Ok);
+    CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Ok);
+    CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Full);
+    CHECK(q.size() == 2);
+    auto first = q.pop(std::chrono::milliseconds(1));
+    REQUIRE(first);
+    q.close();
+    CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Closed);
+    CHECK(q.pop(std::chrono::milliseconds(1)) != nullptr);  // still drains
+    CHECK(q.pop(std::chrono::milliseconds(1)) == nullptr);
+}
+
+TEST_CASE("JobChannel: a full channel times out instead of blocking the worker forever") {
+    JobChannel ch(1);
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)));
+    CHECK_FALSE(ch.push(JobEvent{}, std::chrono::milliseconds(10)));
+    CHECK(ch.pop_all(std::chrono::milliseconds(1)).size() == 1);
+    ch.close();
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)));  // dropped, but never blocks
+}
+
+namespace {
+
+DaemonConfig parse(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    bool help = false;
+    return parse_daemon_config(int(argv.size()), argv.data(), &help);
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+    std::string dir = std::getenv("K3_TEST_TMP") ? std::getenv("K3_TEST_TMP") : "/tmp";
+    std::filesystem::create_directories(dir);
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("config precedence: defaults < config file < environment < command line") {
+    unsetenv("K3SERVE_PORT");
+    unsetenv("K3SERVE_HOST");
+    DaemonConfig d = parse({"serve", "/models/m"});
+    CHECK(d.host == "127.0.0.1");
+    CHECK(d.port == 8080);
+    CHECK(d.model_alias == "m");
+    CHECK(d.threads >= 1);
+
+    std::string file = write_file("k3serve_test.json",
+                                  R"({"_comment": "x", "port": 9000, "queue_depth": 3, "api_key": ["a", "b"],
+                                      "cors_origin": "http://x.example", "deadline_s": 12.5, "model": "/models/from-file"})");
+    DaemonConfig f = parse({"serve", "--config", file});
+    CHECK(f.port == 9000);
+    CHECK(f.queue_depth == 3);
+    CHECK(f.api_keys.size() == 2);
+    CHECK(f.deadline_s == 12.5);
+    CHECK(f.model_dir == "/models/from-file");
+
+    setenv("K3SERVE_PORT", "9100", 1);
+    CHECK(parse({"serve", "--config", file}).port == 9100);
+    DaemonConfig cli = parse({"serve", "--config", file, "--port", "9200", "--queue-depth=5", "/models/cli"});
+    CHECK(cli.port == 9200);
+    CHECK(cli.queue_depth == 5);
+    CHECK(cli.model_dir == "/models/cli");
+    unsetenv("K3SERVE_PORT");
+    // The effective config never shows keys.
+    CHECK(f.to_json()["api_keys"] == 2);
+}
+
+TEST_CASE("config refusals name the flag or key") {
+    auto refuses = [](std::vector<std::string> args, const std::string& needle, ErrorKind kind) {
+        try {
+            parse(args);
+            FAIL("accepted: " << args.back());
+        } catch (const Error& e) {
+            CHECK(e.kind() == kind);
+            CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
+            CHECK(exit_code_for(e.kind()) == 2);
+        }
+    };
+    refuses({"serve", "m", "--port", "99999"}, "port", ErrorKind::Usage);
+    refuses({"serve", "m", "--bogus", "1"}, "--bogus", ErrorKind::Usage);
+    refuses({"serve", "m", "--queue-depth"}, "missing value", ErrorKind::Usage);
+    refuses({"serve", "m", "--log-format", "xml"}, "log_format", ErrorKind::Usage);
+    refuses({"serve"}, "MODEL_DIR", ErrorKind::Usage);
+    refuses({"serve", "m", "--config", "/nonexistent/k3.json"}, "/nonexistent/k3.json", ErrorKind::Config);
+    std::string bad_key = write_file("k3serve_bad_key.json", R"({"prot": 80})");
+    refuses({"serve", "m", "--config", bad_key}, "unknown key 'prot'", ErrorKind::Config);
+    std::string bad_json = write_file("k3serve_bad_json.json", R"({"port": )");
+    refuses({"serve", "m", "--config", bad_json}, "not valid JSON", ErrorKind::Config);
+    std::string bad_value = write_file("k3serve_bad_value.json", R"({"port": "eighty"})");
+    refuses({"serve", "m", "--config", bad_value}, "port", ErrorKind::Config);
+}
+
+TEST_CASE("the example config parses") {
+    std::string src = std::getenv("K3_SOURCE_DIR") ? std::getenv("K3_SOURCE_DIR") : ".";
+    DaemonConfig c = parse({"serve", "--config", src + "/config/k3serve.example.json"});
+    CHECK(c.host == "127.0.0.1");
+    CHECK_FALSE(c.model_dir.empty());
+}
+
+TEST_CASE("histograms are cumulative and metrics render every series") {
+    Histogram h({1, 2});
+    h.observe(0.5);
+    h.observe(1.5);
+    h.observe(5);
+    std::string out;
+    h.render(out, "x", "help");
+    CHECK(out.find("x_bucket{le=\"1\"} 1\n") != std::string::npos);
+    CHECK(out.find("x_bucket{le=\"2\"} 2\n") != std::string::npos);
+    CHECK(out.find("x_bucket{le=\"+Inf\"} 3\n") != std::string::npos);
+    CHECK(out.find("x_count 3\n") != std::string::npos);
+    CHECK(read_process_memory().rss_bytes > 0);
+}
+
+TEST_CASE("worker: streams events, honours cancel, keeps the session across jobs") {
+    FakeTokenizer tok;
+    FakeEngineOptions o;
+    o.token_delay = std::chrono::milliseconds(5);
+    FakeEngine engine(o);
+    JobQueue queue(4);
+    Metrics metrics;
+    WorkerOptions wo;
+    wo.n_ctx = 128;
+    EngineWorker worker(engine, tok, queue, metrics, wo);
+    worker.start();
+
+    auto run = [&](std::vector<int32_t> prompt, int max_tokens) {
+        auto job = std::make_shared<Job>();
+        job->prompt = std::move(prompt);
+        job->params.max_tokens = max_tokens;
+        REQUIRE(queue.push(job) == JobQueue::PushResult::Ok);
+        return job;
+    };
+    auto collect = [](Job& job) {
+        std::string text;
+        for (;;)
+            for (auto& e : job.channel->pop_all(std::chrono::milliseconds(50))) {
+                text += e.content;
+                if (e.kind != JobEvent::Kind::Delta) return std::make_pair(text, e);
+            }
+    };
+
+    auto a = run(bytes_of("hello"), 4);
+    auto [text_a, done_a] = collect(*a);
+    CHECK(text_a == "The ");
+    CHECK(done_a.kind == JobEvent::Kind::Done);
+    CHECK(done_a.usage.cached_tokens == 0);
+
+    // The same prompt extended: everything before is reused.
+    auto b = run(bytes_of("hello world"), 2);
+    auto [text_b, done_b] = collect(*b);
+    CHECK(done_b.usage.cached_tokens == 5);
+
+    // Cancel while running.
+    auto c = run(bytes_of("x"), 1000);
+    REQUIRE(c->channel->pop_all(std::chrono::milliseconds(2000)).size() > 0);
+    c->request_cancel(CancelReason::ClientGone);
+    auto [text_c, end_c] = collect(*c);
+    CHECK(end_c.kind == JobEvent::Kind::Error);
+    CHECK(end_c.usage.completion_tokens < 1000);
+    CHECK(metrics.requests("cancelled") == 1);
+
+    queue.close();
+    worker.join();
+    CHECK(metrics.requests("ok") == 2);
+}
