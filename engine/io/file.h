@@ -20,8 +20,10 @@
 
 namespace k3::io {
 
-// Memory for O_DIRECT reads: 4096-aligned, or 2 MiB aligned with MADV_HUGEPAGE for buffers of
-// 2 MiB or more (O_DIRECT pins every page of a read, and a huge page is one pin instead of 512).
+// Memory for O_DIRECT reads: 4096-aligned, or 2 MiB aligned for buffers of 2 MiB or more (so a
+// system with transparent huge pages always on backs them with huge pages: O_DIRECT pins every
+// page of a read, and a huge page is one pin instead of 512). MADV_HUGEPAGE is not asked for:
+// see file.cpp.
 // Move-only; throws k3::Error(Memory) when the allocation fails.
 class AlignedBuffer {
 public:
