@@ -42,21 +42,21 @@ void check_preset(const std::string& preset, const std::string& kernels) {
         auto again = load_engine(dir, 1, kernels);
         CHECK(same_bits(prefill_logits(*again, ids), ref));
     }
-    SUBCASE("one token at a time equals the prefill at every position") {
+    SUBCASE("one token at a time equals the prefill at every position (first 40)") {
         auto e2 = load_engine(dir, 2, kernels);
         auto s = e2->new_session(kLength);
         CancelFlag cancel{false};
         REQUIRE(s->sync(std::span(ids).first(1), cancel).ok());
         CHECK(same_bits(s->logits(), std::span(ref).first(size_t(V))));
-        for (int t = 1; t < kLength; ++t) {
+        for (int t = 1; t < 40; ++t) {
             REQUIRE(s->append(ids[size_t(t)], cancel).ok());
             CHECK_MESSAGE(same_bits(s->logits(), std::span(ref).subspan(size_t(t) * V, size_t(V))), "position " << t);
         }
     }
-    SUBCASE("prefill then decode equals the prefill at every decoded position") {
+    SUBCASE("prefill then decode, across the chunk boundary, equals the prefill") {
         auto s = e1->new_session(kLength);
         CancelFlag cancel{false};
-        const int prompt = 23;
+        const int prompt = kLength - 10;  // the decoded positions cross the prefill's chunk boundary
         REQUIRE(s->sync(std::span(ids).first(prompt), cancel).ok());
         CHECK(same_bits(s->logits(), std::span(ref).subspan(size_t(prompt - 1) * V, size_t(V))));
         for (int t = prompt; t < kLength; ++t) {
