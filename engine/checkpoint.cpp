@@ -14,15 +14,6 @@ namespace {
 
 constexpr size_t kMaxListedProblems = 40;
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
-}
-
 class Problems {
 public:
     void add(std::string p) { list_.push_back(std::move(p)); }
@@ -81,8 +72,8 @@ ByteRun contiguous_run(const TensorDirectory& dir, const std::vector<const Tenso
 void check_mxfp4_pair(const TensorInfo& packed, const TensorInfo& scale, Problems& problems) {
     if (packed.shape.size() != 2 || scale.shape.size() != 2) return;  // reported as a shape mismatch
     if (packed.shape[0] != scale.shape[0] || packed.shape[1] * 2 != scale.shape[1] * kMxfp4Group)
-        problems.add("MXFP4 pair " + packed.name + " " + shape_str(packed.shape) + " and " + scale.name + " " +
-                     shape_str(scale.shape) + " disagree: packed holds " + std::to_string(packed.shape[1] * 2) +
+        problems.add("MXFP4 pair " + packed.name + " " + shape_string(packed.shape) + " and " + scale.name + " " +
+                     shape_string(scale.shape) + " disagree: packed holds " + std::to_string(packed.shape[1] * 2) +
                      " inputs per row, scales cover " + std::to_string(scale.shape[1] * kMxfp4Group));
 }
 
@@ -108,12 +99,12 @@ Checkpoint open_checkpoint(const std::filesystem::path& dir) {
         if (!t) {
             ++missing;
             problems.add("missing tensor " + spec.name + " (expected " + dtype_name(spec.dtype) + " " +
-                         shape_str(spec.shape) + ")");
+                         shape_string(spec.shape) + ")");
             continue;
         }
         if (t->dtype != spec.dtype || t->shape != spec.shape)
             problems.add(file(*t) + ": tensor " + spec.name + " is " + dtype_name(t->dtype) + " " +
-                         shape_str(t->shape) + ", expected " + dtype_name(spec.dtype) + " " + shape_str(spec.shape));
+                         shape_string(t->shape) + ", expected " + dtype_name(spec.dtype) + " " + shape_string(spec.shape));
     }
     // Layout checks only make sense once every tensor is there with its size.
     if (!problems.empty()) problems.raise(dir, missing);

@@ -32,6 +32,15 @@ int64_t TensorSpec::numel() const {
     return n;
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
 std::string layer_prefix(int il) { return kModelPrefix + "layers." + std::to_string(il) + "."; }
 
 std::string expert_prefix(int il, int ie) {

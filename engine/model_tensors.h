@@ -51,6 +51,9 @@ std::vector<TensorSpec> model_tensors(const ModelConfig& cfg);
 std::vector<TensorSpec> layer_trunk_tensors(const ModelConfig& cfg, int il);
 std::vector<TensorSpec> expert_tensors(const ModelConfig& cfg, int il, int ie);
 
+// "[3072, 1792]": a shape as messages print it.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // Bytes of one whole routed expert (its six tensors back to back).
 int64_t expert_bytes(const ModelConfig& cfg);
 

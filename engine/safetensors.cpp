@@ -45,15 +45,6 @@ bool parse_dtype(const std::string& s, DType* out) {
     return false;
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
-}
-
 std::string shown_name(const std::string& name) {
     return name.size() > 200 ? name.substr(0, 200) + "..." : name;
 }
@@ -195,7 +186,7 @@ std::vector<TensorInfo> parse_safetensors_header(std::string_view bytes, int64_t
         if (end < begin) refuse(where + ": data_offsets " + off->dump() + " end before they begin");
         t.nbytes = numel * dtype_size(t.dtype);
         if (end - begin != t.nbytes)
-            refuse(where + ": " + dtype_name(t.dtype) + " " + shape_str(t.shape) + " needs " + std::to_string(t.nbytes) +
+            refuse(where + ": " + dtype_name(t.dtype) + " " + shape_string(t.shape) + " needs " + std::to_string(t.nbytes) +
                    " bytes but data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] span " +
                    std::to_string(end - begin));
         t.offset = start + begin;

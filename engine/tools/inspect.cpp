@@ -34,15 +34,6 @@ void usage(FILE* out) {
                  "Exit status: 0 ok, 2 config or checkpoint refused, 1 other failure.\n");
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
-}
-
 bool has_shards(const std::filesystem::path& dir) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec))
@@ -100,7 +91,7 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
                 grouped(n_trunk + n_expert_tensors + n_model).c_str(), grouped(n_trunk).c_str(),
                 grouped(n_expert_tensors).c_str(), grouped(n_model).c_str());
     std::printf("\nbytes by kind\n");
-    std::printf("  %-50s %12s\n", ("embed_tokens BF16 " + shape_str(embed_shape)).c_str(), human_bytes(double(embed)).c_str());
+    std::printf("  %-50s %12s\n", ("embed_tokens BF16 " + shape_string(embed_shape)).c_str(), human_bytes(double(embed)).c_str());
     std::printf("  %-50s %12s\n", "lm_head (separate, untied)", human_bytes(double(lm_head)).c_str());
     std::printf("  %-50s %12s\n", "model-level norms (3 tensors)", human_bytes(double(norms)).c_str());
     // Trunk per layer, grouped by kind (attention x FFN), from the actual runs when available.
