@@ -343,17 +343,7 @@ void attend_head_avx2(const float* q, const float* keys, int64_t key_stride, con
     }
     for (; s < n_pos; ++s) scratch[s] = dot_f32_avx2(q, keys + s * key_stride, dk);
     // Softmax in position order exactly as the reference.
-    float max_score = -INFINITY;
-    for (s = 0; s < n_pos; ++s) {
-        scratch[s] = scratch[s] * scale;
-        if (scratch[s] > max_score) max_score = scratch[s];
-    }
-    float z = 0.0f;
-    for (s = 0; s < n_pos; ++s) {
-        scratch[s] = std::exp(scratch[s] - max_score);
-        z = z + scratch[s];
-    }
-    for (s = 0; s < n_pos; ++s) scratch[s] = scratch[s] / z;
+    softmax_scaled_in_place(scratch, n_pos, scale);
     // out[j] = fma chain over positions, 32 columns at a time, then 8, then one.
     int j = 0;
     for (; j + 32 <= dv; j += 32) {

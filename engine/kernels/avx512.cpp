@@ -385,17 +385,7 @@ void attend_head_avx512(const float* q, const float* keys, int64_t key_stride, c
     for (; s < n_pos; ++s) scratch[s] = dot_f32_avx512(q, keys + s * key_stride, dk);
     // Softmax, scalar and in position order exactly as the reference (n_pos exps are cheap
     // next to the n_pos * (dk + dv) multiply-adds).
-    float max_score = -INFINITY;
-    for (s = 0; s < n_pos; ++s) {
-        scratch[s] = scratch[s] * scale;
-        if (scratch[s] > max_score) max_score = scratch[s];
-    }
-    float z = 0.0f;
-    for (s = 0; s < n_pos; ++s) {
-        scratch[s] = std::exp(scratch[s] - max_score);
-        z = z + scratch[s];
-    }
-    for (s = 0; s < n_pos; ++s) scratch[s] = scratch[s] / z;
+    softmax_scaled_in_place(scratch, n_pos, scale);
     // out[j] = fma chain over positions; four 16-wide column blocks at a time.
     int j = 0;
     for (; j + 64 <= dv; j += 64) {

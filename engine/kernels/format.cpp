@@ -11,6 +11,20 @@ float e8m0_to_float(uint8_t s) {
     return std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 
+void softmax_scaled_in_place(float* scores, int64_t n, float scale) {
+    float max_score = -INFINITY;
+    for (int64_t s = 0; s < n; ++s) {
+        scores[s] = scores[s] * scale;
+        if (scores[s] > max_score) max_score = scores[s];
+    }
+    float z = 0.0f;
+    for (int64_t s = 0; s < n; ++s) {
+        scores[s] = std::exp(scores[s] - max_score);
+        z = z + scores[s];
+    }
+    for (int64_t s = 0; s < n; ++s) scores[s] = scores[s] / z;
+}
+
 uint16_t f32_to_bf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);

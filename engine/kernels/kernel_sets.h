@@ -30,6 +30,11 @@ constexpr uint32_t e8m0_bits(uint8_t s) {
     return static_cast<uint32_t>(s) << 23;
 }
 
+// scores[s] *= scale, then max-subtracted softmax with the exponentials summed in position
+// order. One scalar definition (compiled without ISA flags, in format.cpp) shared by every set,
+// so attention probabilities are the same bits everywhere.
+void softmax_scaled_in_place(float* scores, int64_t n, float scale);
+
 // What select_kernels() does with the value of K3_KERNELS (nullptr or "" = best available).
 const Kernels& kernels_for_request(const char* request);
 

@@ -106,18 +106,10 @@ void attend_head_ref(const float* q, const float* keys, int64_t key_stride, cons
                      int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
     for (int j = 0; j < dv; ++j) out[j] = 0.0f;
     if (n_pos <= 0) return;
-    float max_score = -INFINITY;
+    for (int64_t s = 0; s < n_pos; ++s) scratch[s] = dot_f32_ref(q, keys + s * key_stride, dk);
+    softmax_scaled_in_place(scratch, n_pos, scale);
     for (int64_t s = 0; s < n_pos; ++s) {
-        scratch[s] = dot_f32_ref(q, keys + s * key_stride, dk) * scale;
-        if (scratch[s] > max_score) max_score = scratch[s];
-    }
-    float z = 0.0f;
-    for (int64_t s = 0; s < n_pos; ++s) {
-        scratch[s] = std::exp(scratch[s] - max_score);
-        z = z + scratch[s];
-    }
-    for (int64_t s = 0; s < n_pos; ++s) {
-        const float p = scratch[s] / z;
+        const float p = scratch[s];
         const float* val = vals + s * val_stride;
         for (int j = 0; j < dv; ++j) out[j] = std::fma(p, val[j], out[j]);
     }
