@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "k3/tools.h"
+#include "k3/cli.h"
 #include "serve.h"
 
 namespace {
@@ -17,14 +17,14 @@ struct Command {
 
 const Command kCommands[] = {
     {"serve", k3::server::serve_main, "run the OpenAI-compatible daemon"},
-    {"run", k3::tools::run_main, "generate from a prompt on the command line"},
-    {"make-model", k3::tools::make_model_main, "write a synthetic Kimi K3 checkpoint (presets tiny ... k3-mini)"},
-    {"verify", k3::tools::verify_main, "check a checkpoint completely before serving it"},
-    {"inspect", k3::tools::inspect_main, "print a checkpoint's shape, bytes and memory needs"},
-    {"tokenize", k3::tools::tokenize_main, "text on stdin -> token ids (JSON array)"},
-    {"detokenize", k3::tools::detokenize_main, "token ids (JSON array) on stdin -> text"},
-    {"pack-trunk", k3::tools::pack_trunk_main, "copy the dense trunk into one aligned file"},
-    {"diskbench", k3::tools::diskbench_main, "measure read bandwidth the way the engine reads"},
+    {"run", k3::cli::run_main, "generate from a prompt on the command line"},
+    {"make-model", k3::cli::make_model_main, "write a synthetic Kimi K3 checkpoint (presets tiny ... k3-mini)"},
+    {"verify", k3::cli::verify_main, "check a checkpoint completely before serving it"},
+    {"inspect", k3::cli::inspect_main, "print a checkpoint's shape, bytes and memory needs"},
+    {"tokenize", k3::cli::tokenize_main, "text on stdin -> token ids (JSON array)"},
+    {"detokenize", k3::cli::detokenize_main, "token ids (JSON array) on stdin -> text"},
+    {"pack-trunk", k3::cli::pack_trunk_main, "copy the dense trunk into one aligned file"},
+    {"diskbench", k3::cli::diskbench_main, "measure read bandwidth the way the engine reads"},
 };
 
 void usage(FILE* out) {

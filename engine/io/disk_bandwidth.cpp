@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "io/file.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3::io {
 

@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3::io {
 

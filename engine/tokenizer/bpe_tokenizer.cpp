@@ -9,7 +9,7 @@
 #include "tokenizer/rank_table.h"
 #include "tokenizer/split_pattern.h"
 #include "tokenizer/utf8.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3 {
 

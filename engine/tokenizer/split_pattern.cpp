@@ -25,7 +25,7 @@
 #include <string>
 
 #include "util/check.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3 {
 

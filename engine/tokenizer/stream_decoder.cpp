@@ -1,7 +1,7 @@
 // StreamDecoder: token ids -> text pieces that never end inside a UTF-8 sequence.
 #include "k3/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3 {
 

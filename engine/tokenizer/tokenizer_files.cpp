@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "tokenizer/bpe_tokenizer.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3 {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "util/error.h"
+#include "k3/error.h"
 
 namespace k3 {
 

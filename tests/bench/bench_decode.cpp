@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "cpu_topology.h"
+#include "weights/checkpoint.h"
+#include "util/cpu_topology.h"
 #include "k3/engine.h"
-#include "model_tensors.h"
+#include "weights/model_tensors.h"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "model_presets.h"
-#include "synthetic_weights.h"
+#include "synthetic/model_presets.h"
+#include "synthetic/weights.h"
 
 using namespace k3;
 

@@ -23,11 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.h"
+#include "weights/checkpoint.h"
 #include "io/disk_bandwidth.h"
-#include "io/memory_plan.h"
+#include "store/memory_plan.h"
 #include "k3/engine.h"
-#include "model_tensors.h"
+#include "weights/model_tensors.h"
 
 using namespace k3;
 

@@ -13,12 +13,12 @@
 #include <cstring>
 #include <numeric>
 
-#include "checkpoint.h"
+#include "weights/checkpoint.h"
 #include "io/file.h"
-#include "io/memory_plan.h"
-#include "io/trunk_pack.h"
+#include "store/memory_plan.h"
+#include "store/trunk_pack.h"
 #include "k3/engine.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "io/expert_cache.h"
+#include "store/expert_cache.h"
 
 using namespace k3::io;
 using SlotState = ExpertCache::SlotState;

@@ -11,7 +11,7 @@
 #include "io/file.h"
 #include "io/read_pool.h"
 #include "io_test_util.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::io;

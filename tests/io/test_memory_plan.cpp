@@ -2,8 +2,8 @@
 // first, and refusals that say what was asked, what is available and what to change.
 #include <doctest/doctest.h>
 
-#include "io/memory_plan.h"
-#include "util/error.h"
+#include "store/memory_plan.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::io;

@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "checkpoint.h"
+#include "weights/checkpoint.h"
 #include "io/file.h"
-#include "io/trunk_pack.h"
-#include "util/error.h"
+#include "store/trunk_pack.h"
+#include "k3/error.h"
 
 using namespace k3;
 

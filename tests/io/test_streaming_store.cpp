@@ -9,9 +9,9 @@
 #include <set>
 
 #include "io/file.h"
-#include "io/streaming_store.h"
+#include "store/streaming_store.h"
 #include "io_test_util.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::io;

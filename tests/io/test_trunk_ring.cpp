@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "io/trunk_ring.h"
+#include "store/trunk_ring.h"
 
 using namespace k3;
 using namespace k3::io;

@@ -3,8 +3,8 @@
 // (and a prefill followed by decode steps), for the selected kernel set and for scalar.
 #include <doctest/doctest.h>
 
-#include "activations.h"
-#include "checkpoint.h"
+#include "model/activations.h"
+#include "weights/checkpoint.h"
 #include "model/model_test_util.h"
 
 using namespace k3;

@@ -8,9 +8,9 @@
 #include <stdexcept>
 
 #include "kernels/kernels.h"
-#include "model.h"
+#include "model/model.h"
 #include "model/model_test_util.h"
-#include "weight_store.h"
+#include "store/weight_store.h"
 
 using namespace k3;
 using namespace k3::test;

@@ -4,10 +4,10 @@
 #include <doctest/doctest.h>
 
 #include "k3/chat.h"
-#include "synthetic_vocab.h"
+#include "synthetic/vocab.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer_fixtures.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::test;

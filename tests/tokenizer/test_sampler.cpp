@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "k3/sampler.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 

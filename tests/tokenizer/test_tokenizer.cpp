@@ -8,7 +8,7 @@
 
 #include "tokenizer/utf8.h"
 #include "tokenizer_fixtures.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::test;

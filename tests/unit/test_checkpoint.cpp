@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <functional>
 
-#include "checkpoint.h"
+#include "weights/checkpoint.h"
 #include "unit/safetensors_builder.h"
 #include "unit/tiny_checkpoint.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using k3::test::ShardBuilder;

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "config.h"
-#include "util/error.h"
+#include "model/config.h"
+#include "k3/error.h"
 
 using namespace k3;
 using nlohmann::json;

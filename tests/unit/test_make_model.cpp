@@ -15,12 +15,12 @@
 #include <string>
 
 #include "kernels/kernels.h"
-#include "model_presets.h"
-#include "model_tensors.h"
-#include "synthetic_checkpoint.h"
-#include "synthetic_vocab.h"
-#include "synthetic_weights.h"
-#include "util/error.h"
+#include "synthetic/model_presets.h"
+#include "weights/model_tensors.h"
+#include "synthetic/checkpoint.h"
+#include "synthetic/vocab.h"
+#include "synthetic/weights.h"
+#include "k3/error.h"
 
 using namespace k3;
 namespace fs = std::filesystem;

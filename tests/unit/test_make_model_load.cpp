@@ -8,10 +8,10 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint.h"
-#include "config.h"
-#include "model_presets.h"
-#include "synthetic_checkpoint.h"
+#include "weights/checkpoint.h"
+#include "model/config.h"
+#include "synthetic/model_presets.h"
+#include "synthetic/checkpoint.h"
 
 using namespace k3;
 namespace fs = std::filesystem;

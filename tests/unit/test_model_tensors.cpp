@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "model_tensors.h"
+#include "weights/model_tensors.h"
 
 using namespace k3;
 

@@ -9,9 +9,9 @@
 #include <map>
 #include <random>
 
-#include "safetensors.h"
+#include "weights/safetensors.h"
 #include "unit/safetensors_builder.h"
-#include "util/error.h"
+#include "k3/error.h"
 
 using namespace k3;
 using k3::test::ShardBuilder;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model_tensors.h"
+#include "weights/model_tensors.h"
 #include "unit/safetensors_builder.h"
 
 namespace k3::test {

@@ -1,0 +1,123 @@
+// Engine::load (engine.h): open and validate the checkpoint, choose the kernels and the thread
+// count, open the weight store for the memory plan, bind the model.
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "util/cpu_topology.h"
+#include "api/engine_impl.h"
+#include "io/file_read.h"
+#include "model/state.h"
+#include "k3/error.h"
+
+namespace k3 {
+
+namespace {
+
+const Kernels& choose_kernels(const std::string& name) {
+    if (name.empty()) return select_kernels();
+    if (name == "scalar") return scalar_kernels();
+    const Kernels* k = nullptr;
+    if (name == "avx2") k = avx2_kernels();
+    else if (name == "avx512") k = avx512_kernels();
+    else throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2 or avx512)");
+    if (!k) throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
+    return *k;
+}
+
+struct Fnv {
+    uint64_t h = 1469598103934665603ull;
+    void add(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    }
+    void add(const std::string& s) { add(s.data(), s.size()); }
+};
+
+}  // namespace
+
+std::string checkpoint_fingerprint(const Checkpoint& ckpt) {
+    Fnv f;
+    std::ifstream cfg(ckpt.dir / "config.json", std::ios::binary);
+    f.add(std::string(std::istreambuf_iterator<char>(cfg), {}));
+    for (const ShardInfo& s : ckpt.directory.shards()) {
+        f.add(s.path.filename().string());
+        f.add(&s.file_size, sizeof s.file_size);
+        std::string header(size_t(s.data_start), '\0');
+        ReadFile(s.path).read_exact(header.data(), s.data_start, 0, "safetensors header");
+        f.add(header);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, f.h);
+    return hex;
+}
+
+EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(const std::string&)>& progress) {
+    auto say = [&](const std::string& s) {
+        if (progress) progress(s);
+    };
+    say("opening checkpoint " + options.model_dir);
+    ckpt_ = open_checkpoint(options.model_dir);
+    const Kernels& k = choose_kernels(options.kernels);
+    n_threads_ = options.threads > 0 ? options.threads : physical_cores();
+    say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
+    std::string plan;
+    say("loading weights");
+    store_ = open_weight_store(ckpt_, options.memory, &plan);
+    model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_);
+
+    const ModelConfig& c = ckpt_.config;
+    info_.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
+    if (info_.name.empty()) info_.name = std::filesystem::path(options.model_dir).parent_path().filename().string();
+    info_.shape = describe(c);
+    info_.kernels = k.name;
+    info_.memory_plan = plan;
+    info_.n_vocab = c.vocab_size;
+    info_.n_ctx_max = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
+    info_.bos_token_id = c.bos_token_id;
+    info_.eos_token_id = c.eos_token_id;
+    info_.kv_bytes_per_position = kv_bytes_per_position(c);
+    info_.fingerprint = checkpoint_fingerprint(ckpt_);
+    say("ready: " + info_.shape);
+}
+
+EngineStats EngineImpl::stats() const {
+    const WeightStoreStats s = store_->stats();
+    EngineStats e;
+    e.tokens_evaluated = tokens_evaluated_;
+    e.trunk_bytes_read = s.trunk_bytes_read;
+    e.expert_bytes_read = s.expert_bytes_read;
+    e.expert_requests = s.expert_requests;
+    e.expert_hits = s.expert_hits;
+    e.expert_evictions = s.expert_evictions;
+    e.expert_read_failures = s.expert_read_failures;
+    e.io_seconds = s.io_wait_seconds;
+    e.compute_seconds = forward_seconds_ > s.io_wait_seconds ? forward_seconds_ - s.io_wait_seconds : 0;
+    e.pinned_layers = s.pinned_layers;
+    e.ring_slots = s.ring_slots;
+    return e;
+}
+
+Status EngineImpl::evaluate(SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                            const CancelFlag* cancel) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = forward(*model_, st, tokens, logits, all_logits, cancel);
+    forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s.ok()) tokens_evaluated_ += tokens.size();
+    return s;
+}
+
+std::unique_ptr<Session> EngineImpl::new_session(int n_ctx) {
+    if (n_ctx <= 0 || n_ctx > info_.n_ctx_max)
+        throw Error(ErrorKind::Usage, "session context " + std::to_string(n_ctx) + " is outside 1.." +
+                                          std::to_string(info_.n_ctx_max));
+    return make_session(*this, n_ctx);
+}
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& options,
+                                     const std::function<void(const std::string&)>& progress) {
+    return std::make_unique<EngineImpl>(options, progress);
+}
+
+}  // namespace k3

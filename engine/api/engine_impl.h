@@ -1,0 +1,47 @@
+// The Engine behind engine.h: the opened checkpoint, its weight store, the model (kernels,
+// threads, layouts, resident model-level tensors, scratch) and the counters. Sessions
+// (session.cpp) evaluate through it.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "weights/checkpoint.h"
+#include "k3/engine.h"
+#include "model/model.h"
+#include "store/weight_store.h"
+
+namespace k3 {
+
+class EngineImpl final : public Engine {
+public:
+    EngineImpl(const EngineOptions& options, const std::function<void(const std::string&)>& progress);
+
+    const ModelInfo& info() const override { return info_; }
+    EngineStats stats() const override;
+    std::unique_ptr<Session> new_session(int n_ctx) override;
+
+    // forward() plus the engine's counters; every Session evaluation goes through here.
+    Status evaluate(SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                    const CancelFlag* cancel);
+
+    Model& model() { return *model_; }
+    const ModelConfig& config() const { return ckpt_.config; }
+    int n_threads() const { return n_threads_; }
+
+private:
+    Checkpoint ckpt_;
+    std::unique_ptr<WeightStore> store_;
+    int n_threads_ = 1;
+    std::unique_ptr<Model> model_;
+    ModelInfo info_;
+    uint64_t tokens_evaluated_ = 0;
+    double forward_seconds_ = 0;
+};
+
+std::unique_ptr<Session> make_session(EngineImpl& engine, int n_ctx);
+
+// FNV-1a 64 over config.json, every shard's name, size and header bytes: identifies the model
+// and its weights (state is only reused under the same fingerprint).
+std::string checkpoint_fingerprint(const Checkpoint& ckpt);
+
+}  // namespace k3

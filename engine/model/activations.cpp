@@ -1,0 +1,84 @@
+// Activations allocation (activations.h): every buffer sized from the config once.
+#include "model/activations.h"
+
+#include <algorithm>
+
+namespace k3 {
+
+namespace {
+std::vector<float> zeros(int64_t n) { return std::vector<float>(size_t(std::max<int64_t>(n, 0)), 0.0f); }
+}  // namespace
+
+namespace {
+
+// Floats one token of a chunk occupies across the buffers below.
+int64_t floats_per_token(const ModelConfig& c) {
+    const int64_t E = c.hidden_size, P = c.kda_width(), MH = c.num_attention_heads, KV = c.mla_kv_latent_dim();
+    const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size, K = c.num_experts_per_token;
+    const int64_t nb = (c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size;
+    return E * (5 + nb) + 6 * P + c.kda_head_dim + c.kda_num_heads + c.q_lora_rank + MH * c.mla_q_head_dim() + KV +
+           2 * MH * c.v_head_dim + MH * KV + MH * c.kv_lora_rank + 2 * c.intermediate_size + c.num_experts +
+           2 * K + 2 * L + K * (2 * L + 2 * I) + 2 * c.shared_intermediate();
+}
+
+}  // namespace
+
+int chunk_tokens_for(const ModelConfig& c) {
+    constexpr int64_t kBudgetBytes = 256ll << 20;
+    const int64_t fit = kBudgetBytes / (4 * std::max<int64_t>(1, floats_per_token(c)));
+    return int(std::clamp<int64_t>(fit, 16, 256));
+}
+
+Activations::Activations(const ModelConfig& c, int T) : max_tokens(T) {
+    const int64_t E = c.hidden_size, P = c.kda_width(), D = c.kda_head_dim, H = c.kda_num_heads;
+    const int64_t MH = c.num_attention_heads, QK = c.mla_q_head_dim(), KV = c.mla_kv_latent_dim();
+    const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size, K = c.num_experts_per_token;
+    n_blocks_max = (c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size;
+
+    pref = zeros(T * E);
+    h = zeros(T * E);
+    x = zeros(T * E);
+    out = zeros(T * E);
+    blocks = zeros(T * n_blocks_max * E);
+
+    kq = zeros(T * P), kk = zeros(T * P), kv = zeros(T * P), kg = zeros(T * P), kz = zeros(T * P);
+    kf = zeros(T * D);
+    kb = zeros(T * H);
+    ko = zeros(T * P);
+    kda_head = zeros(H * 5 * D);
+
+    mq_a = zeros(T * c.q_lora_rank);
+    mq = zeros(T * MH * QK);
+    mkv = zeros(T * KV);
+    mg = zeros(T * MH * c.v_head_dim);
+    mo = zeros(T * MH * c.v_head_dim);
+    mq_abs = zeros(T * MH * KV);
+    mctx = zeros(T * MH * c.kv_lora_rank);
+
+    dgate = zeros(T * c.intermediate_size);
+    dup = zeros(T * c.intermediate_size);
+
+    router = zeros(T * c.num_experts);
+    sel.assign(size_t(T * K), 0);
+    sel_w = zeros(T * K);
+    lat = zeros(T * L);
+    lat_acc = zeros(T * L);
+    n_assigned.assign(size_t(c.num_experts), 0);
+    first_slot.assign(size_t(c.num_experts), 0);
+    union_ids.assign(size_t(c.num_experts), 0);
+    slot_of.assign(size_t(T * K), 0);
+    ex_in = zeros(T * K * L);
+    ex_gate = zeros(T * K * I);
+    ex_up = zeros(T * K * I);
+    ex_out = zeros(T * K * L);
+    expert_runs.assign(size_t(c.num_experts), nullptr);
+    sgate = zeros(T * c.shared_intermediate());
+    sup = zeros(T * c.shared_intermediate());
+    sout = zeros(T * E);
+    cursor.assign(size_t(c.num_experts), 0);
+    router_c = zeros(c.num_experts);
+
+    final_h = zeros(T * E);
+}
+
+}  // namespace k3

@@ -1,0 +1,148 @@
+// The forward pass (spec 2.2-2.4): embedding, the decoder layers with their attention residuals,
+// the model-level mix, final norm and lm_head. Read top to bottom; each step is one call.
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/blocks.h"
+#include "io/file_read.h"
+#include "model/norms.h"
+#include "util/check.h"
+#include "k3/error.h"
+
+namespace k3 {
+
+namespace {
+
+AlignedBytes read_resident(const Checkpoint& ckpt, const std::string& name) {
+    const TensorInfo* t = ckpt.directory.find(name);
+    if (!t) throw Error(ErrorKind::Checkpoint, "tensor " + name + " is missing from " + ckpt.dir.string());
+    AlignedBytes b(size_t(t->nbytes));
+    ReadFile(ckpt.directory.shards()[size_t(t->shard)].path).read_exact(b.data(), t->nbytes, t->offset, name);
+    return b;
+}
+
+std::vector<float> read_vector(const Checkpoint& ckpt, const std::string& name) {
+    const TensorInfo* t = ckpt.directory.find(name);
+    AlignedBytes b = read_resident(ckpt, name);
+    std::vector<float> v(size_t(t->nbytes / dtype_size(t->dtype)));
+    widen_to_f32(b.data(), t->dtype, int64_t(v.size()), v.data());
+    return v;
+}
+
+// h[t] = AttnRes(blocks[t][0..n_blocks) + pref[t]) for every token of the chunk.
+void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
+    Activations& a = m.act;
+    const int64_t E = m.cfg.hidden_size;
+    m.compute.parallel_for(T, [&](int64_t t, int) {
+        const float* src[256];
+        for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
+        src[n_blocks] = &a.pref[size_t(t) * E];
+        attn_res_mix(src, n_blocks + 1, fold, m.cfg.rms_norm_eps, E, h + size_t(t) * E);
+    });
+}
+
+void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
+    const int64_t E = m.cfg.hidden_size;
+    m.compute.parallel_for(T, [&](int64_t t, int) { rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps); });
+}
+
+}  // namespace
+
+Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightStore& store_)
+    : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_),
+      act(ckpt_.config, chunk_tokens_for(ckpt_.config)) {
+    K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
+    layouts = layout_layers(ckpt);
+    vectors.resize(layouts.size());
+    for (size_t il = 0; il < layouts.size(); ++il) size_layer_vectors(cfg, layouts[il], vectors[il]);
+    embed = read_resident(ckpt, kModelPrefix + "embed_tokens.weight");
+    lm_head = read_resident(ckpt, kLmHeadName);
+    final_norm = read_vector(ckpt, kModelPrefix + "norm.weight");
+    fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
+    const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
+    for (size_t i = 0; i < fold_out.size(); ++i) fold_out[i] = fold_out[i] * proj[i];
+    compute.reserve(act.max_tokens);
+}
+
+Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
+               const CancelFlag* cancel) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const int T = int(tokens.size());
+    const int64_t E = c.hidden_size, V = c.vocab_size;
+    const int pos0 = st.n_past;
+    K3_CHECK(T > 0 && T <= a.max_tokens, "forward() takes 1..%d tokens, got %d", a.max_tokens, T);
+    if (pos0 + T > st.n_ctx) return {StatusCode::ContextFull, "the sequence would exceed the context"};
+    for (int32_t id : tokens)
+        if (id < 0 || id >= V) return {StatusCode::InvalidArgument, "token id out of range"};
+
+    // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling)
+    const auto* embed = reinterpret_cast<const uint16_t*>(m.embed.data());
+    for (int t = 0; t < T; ++t)
+        for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(embed[tokens[t] * E + i]);
+
+    int n_blocks = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
+        const uint8_t* run = nullptr;
+        if (Status s = m.store.acquire_layer(il, &run); !s.ok()) return s;
+        widen_layer_vectors(c, m.layouts[il], run, m.vectors[il]);
+        const LayerWeights w = bind_layer(m.layouts[il], run, m.vectors[il]);
+
+        // pre-attention mix of the block snapshots and the running residual (once any exist)
+        if (n_blocks > 0) mix_residuals(m, n_blocks, w.fold_attn, a.h.data(), T);
+        else std::copy_n(a.pref.data(), T * E, a.h.data());
+        // at a block boundary, snapshot the running residual; the new block starts empty
+        const bool block_start = il % c.attn_res_block_size == 0;
+        if (block_start) {
+            for (int t = 0; t < T; ++t)
+                std::copy_n(&a.pref[t * E], E, &a.blocks[(size_t(t) * a.n_blocks_max + n_blocks) * E]);
+            ++n_blocks;
+        }
+        // attention rmsnorm
+        rmsnorm_rows(m, a.h.data(), w.input_norm, a.x.data(), T);
+        // attention: MLA with the latent cache, or KDA with the recurrent state
+        if (c.is_mla(il))
+            mla_block(m, w.mla, st.latent_rows(il), pos0, a.x.data(), a.out.data(), T, st.attn_scratch.data(),
+                      st.n_ctx);
+        else
+            kda_block(m, w.kda, st.kda_state(il), a.x.data(), a.out.data(), T);
+        // residual: pref = attn (new block) or pref + attn
+        for (int64_t i = 0; i < T * E; ++i) a.pref[i] = block_start ? a.out[i] : a.pref[i] + a.out[i];
+        // pre-MLP mix (a snapshot always exists here: layer 0 is a block start)
+        mix_residuals(m, n_blocks, w.fold_mlp, a.h.data(), T);
+        // MLP rmsnorm
+        rmsnorm_rows(m, a.h.data(), w.post_norm, a.x.data(), T);
+        // MLP: dense for the first layers, latent MoE after
+        if (c.is_dense(il)) {
+            dense_mlp(m, w.dense, a.x.data(), a.out.data(), T);
+        } else if (Status s = moe_ffn(m, w.moe, il, a.x.data(), a.out.data(), T); !s.ok()) {
+            m.store.release_layer(il);
+            return s;
+        }
+        // residual
+        for (int64_t i = 0; i < T * E; ++i) a.pref[i] += a.out[i];
+        m.store.release_layer(il);
+    }
+
+    // model-level mix, final norm and lm_head, for the positions whose logits are wanted
+    st.n_past += T;
+    if (!logits) return Status::Ok();
+    const int first = all_logits ? 0 : T - 1, n_out = T - first;
+    m.compute.parallel_for(n_out, [&](int64_t i, int) {
+        const int t = first + int(i);
+        const float* src[256];
+        for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
+        src[n_blocks] = &a.pref[size_t(t) * E];
+        float* h = &a.final_h[size_t(t - first) * E];
+        attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
+        rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
+    });
+    m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), logits, V, E,
+                          n_out);
+    return Status::Ok();
+}
+
+}  // namespace k3

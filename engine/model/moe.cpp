@@ -1,0 +1,170 @@
+// The latent MoE (spec 2.7). Per token: a full-width sigmoid router picks top-k experts (the
+// correction bias only for the choice), the input is projected down to the latent width, the
+// chosen MXFP4 SiTU-GLU experts run there, their weighted sum is RMS-normed and projected back
+// up, and the shared experts (on the original input) are added.
+//
+// For a chunk of T tokens the experts are applied expert-major: the union of the chunk's
+// choices is acquired from the store once (in batches the store allows), and each expert runs
+// once over all the tokens that chose it. Its per-token outputs land in their own rows and are
+// summed per token in top-k order afterwards, so a chunk gives exactly the bits of one token at
+// a time (kernels.h: matmul rows equal matvec bits).
+#include <algorithm>
+#include <cmath>
+
+#include "model/blocks.h"
+#include "model/norms.h"
+
+namespace k3 {
+
+namespace {
+
+// Top-k by repeated argmax over the corrected scores (strict >, ties to the lowest index), in
+// selection order; weights are the unbiased scores, renormalised when k > 1, times `scale`.
+void select_experts(const float* scores, const float* bias, int n, int k, bool renormalize, float scale,
+                    float* corrected, int32_t* idx, float* weight) {
+    for (int e = 0; e < n; ++e) corrected[e] = scores[e] + bias[e];
+    for (int j = 0; j < k; ++j) {
+        int best = -1;
+        for (int e = 0; e < n; ++e)
+            if (corrected[e] != -INFINITY && (best < 0 || corrected[e] > corrected[best])) best = e;
+        idx[j] = best;
+        weight[j] = scores[best];
+        corrected[best] = -INFINITY;
+    }
+    if (renormalize && k > 1) {
+        double sum = 0;
+        for (int j = 0; j < k; ++j) sum += weight[j];
+        const float inv = float(1.0 / (sum + 1e-20));
+        for (int j = 0; j < k; ++j) weight[j] *= inv;
+    }
+    for (int j = 0; j < k; ++j) weight[j] *= scale;
+}
+
+// Rows per work item so that experts x row blocks give every thread several items.
+// Whole experts when there are enough of them, else blocks Compute can scatter.
+int64_t block_rows(int64_t rows, int n_experts, int nth) {
+    const int64_t want_blocks = (4 * nth + n_experts - 1) / n_experts;
+    if (want_blocks <= 1) return rows;
+    const int64_t r = (rows + want_blocks - 1) / want_blocks;
+    return std::min({rows, kMaxBlockRows, (r + 15) / 16 * 16});
+}
+
+// Runs the experts union_ids[b0 .. b0+nb) (their runs in a.expert_runs[0..nb)) over their rows
+// of ex_in, writing ex_out.
+void run_experts(Model& m, int il, int b0, int nb) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const Compute& cp = m.compute;
+    const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
+    const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
+    const int64_t rb_up = block_rows(I, nb, cp.nth), nblk_up = (I + rb_up - 1) / rb_up;
+    const int64_t rb_dn = block_rows(L, nb, cp.nth), nblk_dn = (L + rb_dn - 1) / rb_dn;
+    const int64_t slot0 = a.first_slot[a.union_ids[b0]];
+    const int64_t slot1 = a.cursor[a.union_ids[b0 + nb - 1]];
+
+    // gate = W1 z, up = W3 z for each expert's tokens  [n_u][I]
+    cp.parallel_for(nb * nblk_up, [&](int64_t item, int thread) {
+        const int u = int(item / nblk_up);
+        const int32_t e = a.union_ids[b0 + u];
+        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
+        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
+        const int64_t r0 = (item % nblk_up) * rb_up;
+        const RowRange r{r0, std::min(I, r0 + rb_up)};
+        cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[s0 * L], &a.ex_gate[s0 * I], I, L, n_u, r, thread);
+        cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r, thread);
+    });
+    // act = SiTU-GLU(gate, up), in place
+    float* gate = &a.ex_gate[slot0 * I];
+    const float* up = &a.ex_up[slot0 * I];
+    parallel_elementwise(cp, (slot1 - slot0) * I, [&](int64_t i) { gate[i] = situ_glu(gate[i], up[i], b1, b2); });
+    // e = W2 act  [n_u][L]
+    cp.parallel_for(nb * nblk_dn, [&](int64_t item, int thread) {
+        const int u = int(item / nblk_dn);
+        const int32_t e = a.union_ids[b0 + u];
+        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
+        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
+        const int64_t r0 = (item % nblk_dn) * rb_dn;
+        const RowRange r{r0, std::min(L, r0 + rb_dn)};
+        cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r, thread);
+    });
+}
+
+}  // namespace
+
+Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const Compute& cp = m.compute;
+    const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
+    const int NE = c.num_experts, K = c.num_experts_per_token;
+
+    // router logits [T][n_expert], latent input z = W_down x [T][L], shared experts' gate and up
+    // [T][SI]: all read the same x
+    if (SI > 0)
+        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E},
+                             {w.shared_gate, x, a.sgate.data(), SI, E}, {w.shared_up, x, a.sup.data(), SI, E}},
+                            T);
+    else
+        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E}}, T);
+
+    // s = sigmoid(logits); top-k per token
+    for (int t = 0; t < T; ++t) {
+        float* s = &a.router[size_t(t) * NE];
+        for (int e = 0; e < NE; ++e) s[e] = sigmoid(s[e]);
+        select_experts(s, w.router_bias, NE, K, c.moe_renormalize, c.routed_scaling_factor, a.router_c.data(),
+                       &a.sel[size_t(t) * K], &a.sel_w[size_t(t) * K]);
+    }
+
+    // sort the (token, choice) pairs by expert: expert e's tokens are rows first_slot[e].. of ex_in
+    std::fill(a.n_assigned.begin(), a.n_assigned.end(), 0);
+    for (int i = 0; i < T * K; ++i) a.n_assigned[a.sel[i]]++;
+    int n_union = 0, next = 0;
+    for (int e = 0; e < NE; ++e) {
+        a.first_slot[e] = a.cursor[e] = next;
+        next += a.n_assigned[e];
+        if (a.n_assigned[e] > 0) a.union_ids[n_union++] = e;
+    }
+    for (int t = 0; t < T; ++t)
+        for (int j = 0; j < K; ++j) {
+            const int slot = a.cursor[a.sel[t * K + j]]++;
+            a.slot_of[t * K + j] = slot;
+            std::copy_n(&a.lat[t * L], L, &a.ex_in[slot * L]);
+        }
+
+    // routed experts, acquired once per chunk in batches the store can hold
+    const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
+    for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
+        const int nb = std::min(per_acquire, n_union - b0);
+        Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
+                                            a.expert_runs.data());
+        if (!st.ok()) return st;
+        run_experts(m, il, b0, nb);
+        m.store.release_experts(il);
+    }
+
+    // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [T][L]
+    cp.parallel_for(T, [&](int64_t t, int) {
+        float* acc = &a.lat_acc[t * L];
+        std::fill(acc, acc + L, 0.0f);
+        for (int j = 0; j < K; ++j) {
+            const float wj = a.sel_w[t * K + j];
+            const float* e = &a.ex_out[a.slot_of[t * K + j] * L];
+            for (int64_t i = 0; i < L; ++i) acc[i] += wj * e[i];
+        }
+        if (c.latent_moe_use_norm) rmsnorm(acc, w.latent_norm, acc, L, c.rms_norm_eps);
+    });
+
+    // out = W_up acc  [T][E]
+    cp.matmul_bf16(w.latent_up, a.lat_acc.data(), out, E, L, T);
+
+    // shared experts on the original input, unweighted, added after the up-projection
+    if (SI > 0) {
+        const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
+        parallel_elementwise(cp, T * SI, [&](int64_t i) { a.sgate[i] = situ_glu(a.sgate[i], a.sup[i], b1, b2); });
+        cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, T);
+        for (int64_t i = 0; i < T * E; ++i) out[i] += a.sout[i];
+    }
+    return Status::Ok();
+}
+
+}  // namespace k3

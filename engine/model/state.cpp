@@ -1,0 +1,38 @@
+// SequenceState allocation (state.h).
+#include "model/state.h"
+
+#include <algorithm>
+
+namespace k3 {
+
+SequenceState::SequenceState(const ModelConfig& c, int n_ctx_, int n_threads) : n_ctx(n_ctx_) {
+    const int64_t H = c.kda_num_heads, D = c.kda_head_dim, P = c.kda_width();
+    const int64_t hist = std::max(0, c.short_conv_kernel_size - 1);
+    kda_layer_floats = H * D * D + 3 * P * hist;
+    mla_row_floats = c.mla_kv_latent_dim();
+    int n_kda = 0, n_mla = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+        kda_slot.push_back(c.is_mla(il) ? -1 : n_kda++);
+        mla_slot.push_back(c.is_mla(il) ? n_mla++ : -1);
+    }
+    kda.assign(size_t(n_kda * kda_layer_floats), 0.0f);
+    mla_rows.assign(size_t(n_mla) * size_t(n_ctx) * size_t(mla_row_floats), 0.0f);
+    attn_scratch.assign(size_t(std::max(1, n_threads)) * size_t(n_ctx), 0.0f);
+}
+
+void SequenceState::reset_recurrent() {
+    std::fill(kda.begin(), kda.end(), 0.0f);
+    n_past = 0;
+}
+
+int64_t SequenceState::bytes() const {
+    return int64_t(sizeof(float)) * int64_t(kda.size() + mla_rows.size() + attn_scratch.size());
+}
+
+int64_t kv_bytes_per_position(const ModelConfig& c) {
+    int n_mla = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) n_mla += c.is_mla(il) ? 1 : 0;
+    return int64_t(n_mla) * c.mla_kv_latent_dim() * int64_t(sizeof(float));
+}
+
+}  // namespace k3

@@ -1,0 +1,44 @@
+// SequenceState: everything one sequence carries from token to token. Only two things do:
+// KDA layers (the per-head recurrent matrices and the causal conv history) and MLA layers (one
+// compressed latent row per position: the normed kv_lora latent and the shared rope slot, from
+// which keys and values are recovered by weight absorption, spec 2.6). Norms, attention
+// residuals, router and experts are per token. The KDA part is one contiguous buffer so a
+// snapshot (for prefix reuse) is a single copy; MLA rows need no snapshot because a row depends
+// only on the tokens up to its position.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace k3 {
+
+struct SequenceState {
+    SequenceState(const ModelConfig& cfg, int n_ctx, int n_threads);
+
+    int n_ctx = 0;
+    int n_past = 0;                 // positions evaluated (KDA state and latent rows valid up to here)
+
+    // [n_kda_layers] x { S [H][D][D] | q hist [P][K-1] | k hist [P][K-1] | v hist [P][K-1] }
+    std::vector<float> kda;
+    int64_t kda_layer_floats = 0;
+    std::vector<int> kda_slot;      // [n_layer] index into kda, -1 for MLA layers
+
+    // [n_mla_layers][n_ctx][kv_lora + rope]
+    std::vector<float> mla_rows;
+    int64_t mla_row_floats = 0;
+    std::vector<int> mla_slot;      // [n_layer] index into mla_rows, -1 for KDA layers
+
+    // [n_threads][n_ctx]: attention scores of one head (attend_head's scratch).
+    std::vector<float> attn_scratch;
+
+    float* kda_state(int il) { return kda.data() + kda_slot[size_t(il)] * kda_layer_floats; }
+    float* latent_rows(int il) { return mla_rows.data() + size_t(mla_slot[size_t(il)]) * size_t(n_ctx) * size_t(mla_row_floats); }
+    void reset_recurrent();          // zero every KDA state and conv history (a fresh sequence)
+    int64_t bytes() const;
+};
+
+// Bytes of MLA cache one position costs across all MLA layers (ModelInfo::kv_bytes_per_position).
+int64_t kv_bytes_per_position(const ModelConfig& cfg);
+
+}  // namespace k3

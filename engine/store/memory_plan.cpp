@@ -1,0 +1,239 @@
+#include "store/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "io/file.h"
+#include "weights/model_tensors.h"
+#include "k3/error.h"
+
+namespace k3::io {
+
+namespace {
+
+constexpr PresetBudget kPresets[] = {
+    {"laptop", 3.0, 1.0},      {"desktop", 16.0, 10.0}, {"workstation", 60.0, 30.0},
+    {"server", 110.0, 13.0},   {"max", 110.0, 109.0},
+};
+
+// auto keeps this much of MemAvailable for everything that is not weights (KV rows, KDA state,
+// activations, the OS): 2 GB plus 2% of what is available.
+constexpr double kAutoFixedReserveGB = 2.0;
+constexpr double kAutoReserveFraction = 0.02;
+
+int64_t gb_to_bytes(double gb) { return int64_t(std::llround(gb * kGB)); }
+
+std::string preset_names() {
+    std::string s;
+    for (const auto& p : kPresets) s += std::string(s.empty() ? "" : ", ") + std::string(p.name);
+    return s + ", auto";
+}
+
+int64_t sum(std::span<const int64_t> v) { return std::accumulate(v.begin(), v.end(), int64_t(0)); }
+
+}  // namespace
+
+std::span<const PresetBudget> memory_presets() { return kPresets; }
+
+std::string format_gb(int64_t bytes) {
+    char buf[32];
+    if (bytes != 0 && bytes < int64_t(kGB / 10))
+        std::snprintf(buf, sizeof buf, "%.1f MB", double(bytes) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f GB", double(bytes) / kGB);
+    return buf;
+}
+
+TrunkPlan plan_trunk(std::span<const int64_t> alloc, int64_t budget, int ring_slots) {
+    const int n = int(alloc.size());
+    TrunkPlan best;
+    best.pinned.assign(n, 0);
+    const int64_t total = sum(alloc);
+    if (budget >= total) {  // everything fits: the trunk is resident, no ring
+        best.pinned.assign(n, 1);
+        best.n_pinned = n;
+        best.pinned_bytes = total;
+        return best;
+    }
+    // Layers by size, largest first (ties: lower index first, so plans are reproducible).
+    std::vector<int> by_size(n);
+    std::iota(by_size.begin(), by_size.end(), 0);
+    std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return alloc[a] > alloc[b]; });
+
+    bool found = false;
+    for (int k = 0; k < n; ++k) {
+        // Pin the k largest; the ring slot then fits layer by_size[k], the largest unpinned.
+        int64_t slot = alloc[by_size[k]];
+        int64_t spent = int64_t(ring_slots) * slot;
+        for (int j = 0; j < k; ++j) spent += alloc[by_size[j]];
+        if (spent > budget) continue;
+        TrunkPlan plan;
+        plan.pinned.assign(n, 0);
+        for (int j = 0; j < k; ++j) plan.pinned[by_size[j]] = 1;
+        // Then any smaller layers that still fit, largest first (never by_size[k] itself: pinning
+        // it is the k+1 case).
+        for (int j = k + 1; j < n; ++j)
+            if (spent + alloc[by_size[j]] <= budget) {
+                spent += alloc[by_size[j]];
+                plan.pinned[by_size[j]] = 1;
+            }
+        plan.ring_slots = ring_slots;
+        plan.slot_bytes = slot;
+        for (int il = 0; il < n; ++il)
+            if (plan.pinned[il]) {
+                plan.n_pinned++;
+                plan.pinned_bytes += alloc[il];
+            }
+        bool better = !found || plan.pinned_bytes > best.pinned_bytes ||
+                      (plan.pinned_bytes == best.pinned_bytes && plan.total_bytes() < best.total_bytes());
+        if (better) {
+            best = std::move(plan);
+            found = true;
+        }
+    }
+    if (!found) {
+        int64_t cheapest = smallest_trunk_budget(alloc, ring_slots);
+        throw Error(ErrorKind::Usage, "trunk budget " + format_gb(budget) + " is too small: streaming the trunk needs a ring of " +
+                                          std::to_string(ring_slots) + " slots, at least " + format_gb(cheapest) +
+                                          " for this model; raise --trunk-gb to at least " + format_gb(cheapest) + "");
+    }
+    return best;
+}
+
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc, int ring_slots) {
+    // Pin the k largest so the ring slot is as small as possible; the best k wins.
+    std::vector<int64_t> sorted(alloc.begin(), alloc.end());
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    int64_t cheapest = sum(alloc), pinned = 0;
+    for (size_t k = 0; k < sorted.size(); ++k) {
+        cheapest = std::min(cheapest, pinned + int64_t(ring_slots) * sorted[k]);
+        pinned += sorted[k];
+    }
+    return cheapest;
+}
+
+ModelFootprint footprint_of(const Checkpoint& ckpt) {
+    const ModelConfig& cfg = ckpt.config;
+    ModelFootprint f;
+    for (const auto& run : ckpt.layer_runs) f.layer_alloc_bytes.push_back(int64_t(window_capacity(run.nbytes)));
+    int moe_layers = 0;
+    for (int il = 0; il < cfg.num_hidden_layers; ++il)
+        if (!cfg.is_dense(il)) moe_layers++;
+    f.routed_experts = int64_t(moe_layers) * cfg.num_experts;
+    f.experts_per_token = cfg.num_experts_per_token;
+    f.expert_slot_bytes = moe_layers > 0 ? int64_t(window_capacity(expert_bytes(cfg))) : 0;
+    for (const auto& t : model_tensors(cfg))
+        if (t.role == TensorRole::Embed || t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)
+            f.resident_bytes += t.nbytes();
+    return f;
+}
+
+bool wants_budget(const MemoryOptions& o) {
+    return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
+}
+
+std::string MemoryPlan::describe() const {
+    std::ostringstream s;
+    if (!streaming) {
+        s << "memory: everything resident (" << format_gb(need_bytes) << " of weights)";
+        return s.str();
+    }
+    s << "memory (" << source << "): trunk " << format_gb(trunk.total_bytes()) << " = " << trunk.n_pinned << "/"
+      << trunk.pinned.size() << " layers pinned (" << format_gb(trunk.pinned_bytes) << ")";
+    if (trunk.ring_slots > 0) s << " + ring " << trunk.ring_slots << " x " << format_gb(trunk.slot_bytes);
+    s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
+      << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; embedding/lm_head/norms " << format_gb(resident_bytes)
+      << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
+    return s.str();
+}
+
+MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& options, int64_t mem_available) {
+    MemoryPlan plan;
+    plan.mem_available = mem_available;
+    plan.trunk_dir = options.trunk_dir;
+    plan.resident_bytes = model.resident_bytes;
+    const int64_t trunk_total = sum(model.layer_alloc_bytes);
+    const int64_t pool_bytes = model.routed_experts * model.expert_slot_bytes;
+    const int min_cache_slots = model.routed_experts > 0 ? model.experts_per_token + 1 : 0;
+
+    // 1. The two budgets, as asked. Unset parts mean "as much as the model needs".
+    int64_t trunk_budget = trunk_total, cache_budget = pool_bytes;
+    plan.streaming = wants_budget(options);
+    plan.source = "resident";
+    if (!options.preset.empty()) {
+        plan.source = "preset " + options.preset;
+        if (options.preset == "auto") {
+            double avail_gb = double(mem_available) / kGB;
+            int64_t reserve = gb_to_bytes(kAutoFixedReserveGB + kAutoReserveFraction * avail_gb) + model.resident_bytes;
+            int64_t usable = mem_available - reserve;
+            int64_t min_cache = int64_t(min_cache_slots) * model.expert_slot_bytes;
+            // Trunk first (a pinned byte saves a read every token), then the cache.
+            trunk_budget = std::min(trunk_total, usable - min_cache);
+            cache_budget = std::min(pool_bytes, usable - std::max<int64_t>(trunk_budget, 0));
+            if (trunk_budget <= 0 || cache_budget < min_cache)
+                throw Error(ErrorKind::Usage, "--preset auto: MemAvailable is " + format_gb(mem_available) + "; after keeping " +
+                                                  format_gb(reserve) + " for the rest of the engine there is " +
+                                                  format_gb(std::max<int64_t>(usable, 0)) +
+                                                  " for weights, too little to run this model; free memory or give "
+                                                  "explicit --trunk-gb/--cache-gb");
+        } else {
+            const PresetBudget* p = nullptr;
+            for (const auto& q : kPresets)
+                if (q.name == options.preset) p = &q;
+            if (!p)
+                throw Error(ErrorKind::Usage, "unknown memory preset '" + options.preset + "' (known: " + preset_names() + ")");
+            trunk_budget = gb_to_bytes(p->trunk_gb);
+            cache_budget = gb_to_bytes(p->cache_gb);
+        }
+    }
+    if (options.trunk_gb >= 0) trunk_budget = gb_to_bytes(options.trunk_gb);
+    if (options.cache_gb >= 0) cache_budget = gb_to_bytes(options.cache_gb);
+    if (options.preset.empty() && plan.streaming) plan.source = "explicit";
+    plan.trunk_budget = trunk_budget;
+    plan.cache_budget = cache_budget;
+
+    // 2. What that buys on this model.
+    plan.trunk = plan_trunk(model.layer_alloc_bytes, trunk_budget);
+    plan.cache_slot_bytes = model.expert_slot_bytes;
+    if (model.routed_experts > 0) {
+        int64_t slots = std::min<int64_t>(model.routed_experts, cache_budget / model.expert_slot_bytes);
+        if (slots < min_cache_slots)
+            throw Error(ErrorKind::Usage, "expert cache budget " + format_gb(cache_budget) + " holds " + std::to_string(slots) +
+                                              " experts of " + format_gb(model.expert_slot_bytes) + "; a layer needs " +
+                                              std::to_string(min_cache_slots) + " at once: raise --cache-gb to at least " +
+                                              format_gb(int64_t(min_cache_slots) * model.expert_slot_bytes));
+        plan.cache_slots = int(slots);
+    }
+    plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes;
+
+    // 3. Refuse before allocating anything.
+    int64_t limit = int64_t(double(mem_available) * kRefuseAboveFraction);
+    if (plan.need_bytes > limit) {
+        std::ostringstream m;
+        m << "memory plan refused: " << plan.source << " needs " << format_gb(plan.need_bytes) << " (trunk "
+          << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
+          << ", embedding/lm_head/norms " << format_gb(plan.resident_bytes) << ") but MemAvailable is "
+          << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
+          << "); lower --trunk-gb and/or --cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
+        throw Error(ErrorKind::Memory, m.str());
+    }
+    return plan;
+}
+
+int64_t read_mem_available() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    int64_t value = 0;
+    std::string unit;
+    while (in >> key >> value) {
+        std::getline(in, unit);
+        if (key == "MemAvailable:") return value * 1024;
+    }
+    throw Error(ErrorKind::Memory, "cannot read MemAvailable from /proc/meminfo");
+}
+
+}  // namespace k3::io

@@ -1,0 +1,91 @@
+// The memory plan: how many bytes the weights may take, split into the trunk budget (pinned
+// layers + a read ring) and the expert cache budget (whole packed experts), from a preset, from
+// explicit --trunk-gb/--cache-gb, or derived from MemAvailable (`auto`). Made before anything is
+// allocated, and refused (k3::Error kind Memory, exit 1) when it would take more than 95% of
+// MemAvailable. GB here are 10^9 bytes, as in the C engine's presets.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weights/checkpoint.h"
+#include "k3/engine.h"
+
+namespace k3::io {
+
+struct PresetBudget {
+    std::string_view name;
+    double trunk_gb;
+    double cache_gb;
+};
+
+// laptop 3/1, desktop 16/10, workstation 60/30, server 110/13, max 110/109 (budgets sized for
+// the real Kimi K3; on a smaller model each is capped at what the model needs).
+std::span<const PresetBudget> memory_presets();
+
+inline constexpr double kGB = 1e9;
+inline constexpr int kDefaultRingSlots = 2;
+inline constexpr double kRefuseAboveFraction = 0.95;
+
+// Which layers stay in memory and how big the read ring is, within a trunk budget.
+struct TrunkPlan {
+    std::vector<char> pinned;      // [n_layers]
+    int n_pinned = 0;
+    int64_t pinned_bytes = 0;      // allocation for the pinned layers
+    int ring_slots = 0;            // 0 when every layer is pinned
+    int64_t slot_bytes = 0;        // one ring slot (fits the largest unpinned layer)
+    int64_t total_bytes() const { return pinned_bytes + int64_t(ring_slots) * slot_bytes; }
+};
+
+// Chooses the pinned set that saves the most bytes per token within `budget`, keeping a ring
+// of `ring_slots` slots sized for the largest unpinned layer. Pinning the largest layers first
+// also shrinks the ring slots, so every "pin the k largest" prefix is tried, then smaller layers
+// are added greedily. `alloc_bytes[il]` is what layer il takes in memory. Throws
+// k3::Error(Usage) when even the ring does not fit, saying the smallest budget that works.
+TrunkPlan plan_trunk(std::span<const int64_t> alloc_bytes, int64_t budget, int ring_slots = kDefaultRingSlots);
+
+// The smallest trunk budget plan_trunk accepts (a ring of `ring_slots`, after pinning whichever
+// largest layers make it cheapest).
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc_bytes, int ring_slots = kDefaultRingSlots);
+
+// What the plan needs to know about a model.
+struct ModelFootprint {
+    std::vector<int64_t> layer_alloc_bytes;  // per layer: memory for its trunk run (aligned window)
+    int64_t expert_slot_bytes = 0;           // one cache slot (aligned window of one expert)
+    int64_t routed_experts = 0;              // experts in the whole pool
+    int experts_per_token = 0;               // top-k
+    int64_t resident_bytes = 0;              // embedding, lm_head, model norms (always resident)
+};
+ModelFootprint footprint_of(const Checkpoint& ckpt);
+
+struct MemoryPlan {
+    bool streaming = false;          // false: everything resident (no budget asked for)
+    std::string source;              // "resident", "preset laptop", "auto", "explicit"
+    int64_t trunk_budget = 0, cache_budget = 0;   // as asked (after preset/auto), bytes
+    TrunkPlan trunk;
+    int cache_slots = 0;
+    int64_t cache_slot_bytes = 0;
+    int64_t resident_bytes = 0;
+    int64_t need_bytes = 0;          // everything the plan allocates for weights
+    int64_t mem_available = 0;
+    std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
+
+    std::string describe() const;    // one line for logs and the run report
+};
+
+// True when the options ask for a budget (a preset, an explicit trunk/cache size, or a packed
+// trunk to stream from).
+bool wants_budget(const MemoryOptions& options);
+
+// Makes the plan. Throws k3::Error(Usage) for an unknown preset or a budget too small to run
+// at all, and k3::Error(Memory) when the plan needs more than 95% of `mem_available`.
+MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& options, int64_t mem_available);
+
+// MemAvailable from /proc/meminfo, in bytes. Throws k3::Error(Memory) when it cannot be read.
+int64_t read_mem_available();
+
+std::string format_gb(int64_t bytes);  // "1.23 GB"
+
+}  // namespace k3::io

@@ -1,0 +1,36 @@
+// The streaming WeightStore (make_streaming_store in weight_store.h): the trunk as pinned layers
+// plus a read ring (io/trunk_ring.h), the routed experts in a budgeted cache (io/expert_cache.h),
+// all reads through one ReadPool. The layout (which files, which runs) is separate from the
+// Checkpoint so tests can build stores over hand-made files.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weights/checkpoint.h"
+#include "store/memory_plan.h"
+#include "store/weight_store.h"
+
+namespace k3::io {
+
+inline constexpr int kReaderThreads = 8;
+
+struct StreamingLayout {
+    std::vector<std::filesystem::path> files;
+    std::vector<ByteRun> layer_runs;       // shard = index into files
+    std::vector<ExpertRun> expert_runs;    // [n_layers * n_experts]; shard -1 for dense layers
+    int n_layers = 0;
+    int n_experts = 0;
+    int experts_per_token = 0;
+    // When the layers come from a packed trunk: each run's checksum, verified on its first read.
+    std::vector<uint64_t> layer_checksums;
+};
+
+// The checkpoint's shards, or (when trunk_dir is set) its packed trunk for the layer runs after
+// open_trunk_pack() has checked it.
+StreamingLayout layout_of(const Checkpoint& ckpt, const std::string& trunk_dir);
+
+std::unique_ptr<WeightStore> make_streaming_store(const StreamingLayout& layout, const MemoryPlan& plan);
+
+}  // namespace k3::io

@@ -1,0 +1,51 @@
+// The packed trunk (`k3serve pack-trunk MODEL_DIR OUT_DIR`): every layer's trunk run copied byte
+// for byte into one file, trunk.bin, each run starting on a 4096-byte boundary, so the trunk can
+// live on a faster disk than the experts. trunk.json describes it:
+//   { "format": "k3serve-trunk-pack", "version": 1, "align": 4096, "n_layers": N,
+//     "layers": [ { "layer": L, "file_offset": O, "nbytes": B, "shard": "model-00001-of-00004.safetensors",
+//                   "shard_offset": S, "checksum": "<16 hex digits>" }, ... ] }
+// The engine uses a pack only after checking it against the checkpoint: the same layer count,
+// every run's size and source, trunk.bin large enough, and the first and last bytes of every
+// run equal in both files (a cheap check at load); each run's full checksum is verified the
+// first time that layer is read from trunk.bin.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "weights/checkpoint.h"
+
+namespace k3::io {
+
+inline constexpr int64_t kTrunkPackAlign = 4096;
+inline constexpr const char* kTrunkPackFile = "trunk.bin";
+inline constexpr const char* kTrunkPackManifest = "trunk.json";
+
+struct PackedLayer {
+    int layer = 0;
+    int64_t file_offset = 0;   // in trunk.bin
+    int64_t nbytes = 0;
+    std::string shard;         // source shard's file name
+    int64_t shard_offset = 0;
+    uint64_t checksum = 0;
+};
+
+struct TrunkPack {
+    std::filesystem::path dir;
+    std::vector<PackedLayer> layers;
+};
+
+// A fast 64-bit checksum of a run (8-byte words in four lanes, then the tail): detects any
+// changed, missing or reordered bytes with overwhelming probability; not cryptographic.
+uint64_t run_checksum(const uint8_t* data, size_t n);
+
+// Writes OUT_DIR/trunk.bin and OUT_DIR/trunk.json from the checkpoint (progress to stderr when
+// `verbose`). Throws k3::Error(Io) on any read/write failure, naming the file.
+TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir, bool verbose);
+
+// Reads DIR/trunk.json and checks it (and trunk.bin) against the checkpoint as described above.
+// Throws k3::Error(Checkpoint) listing every mismatch.
+TrunkPack open_trunk_pack(const std::filesystem::path& dir, const Checkpoint& ckpt);
+
+}  // namespace k3::io

@@ -1,0 +1,78 @@
+// Where the forward pass gets its trunk and expert bytes. The embedding, lm_head and model-level
+// norms are always resident (the engine loads them itself); a WeightStore serves the layer runs
+// and the routed experts, either all resident (make_resident_store) or within a memory budget
+// by streaming from disk (io/streaming_store: pinned layers + read ring, expert cache).
+// Bytes are laid out exactly as on disk, so a tensor is run + Checkpoint::offset_in_layer().
+// Used only by the engine's owning thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "weights/checkpoint.h"
+#include "k3/engine.h"
+
+namespace k3 {
+
+struct WeightStoreStats {
+    uint64_t trunk_bytes_read = 0;
+    uint64_t expert_bytes_read = 0;
+    uint64_t expert_requests = 0;
+    uint64_t expert_hits = 0;
+    uint64_t expert_evictions = 0;
+    uint64_t expert_read_failures = 0;
+    double io_wait_seconds = 0;
+    int pinned_layers = 0;
+    int ring_slots = 0;
+    // Added by the streaming store (io/): where the reads and the waiting went.
+    uint64_t expert_prefetch_reads = 0;   // experts read ahead by prefetch_experts
+    uint64_t expert_prefetch_hits = 0;    // requests served by such a read-ahead
+    uint64_t trunk_layer_reads = 0;       // layer runs read (pinned first touch + ring)
+    double trunk_wait_seconds = 0;        // part of io_wait_seconds spent waiting for trunk layers
+    double expert_wait_seconds = 0;       // part of io_wait_seconds spent waiting for experts
+};
+
+class WeightStore {
+public:
+    virtual ~WeightStore() = default;
+
+    // The bytes of layer il's trunk run, blocking until they are in memory; valid until
+    // release_layer(il). May start read-ahead of the following layers.
+    virtual Status acquire_layer(int il, const uint8_t** run) = 0;
+    virtual void release_layer(int il) = 0;
+
+    // Makes the listed experts of layer il resident (reads issued together, in offset order)
+    // and sets out[j] to expert experts[j]'s run (six tensors back to back, as on disk).
+    // Valid until release_experts(il). A failed or short read is an IoError naming the file
+    // and offset; no pointer is handed out for it.
+    virtual Status acquire_experts(int il, std::span<const int32_t> experts, const uint8_t** out) = 0;
+    virtual void release_experts(int il) = 0;
+    // Largest number of distinct experts one acquire_experts call may ask for.
+    virtual int max_experts_per_acquire() const = 0;
+
+    // Hint: these experts of layer il are likely to be asked for soon.
+    virtual void prefetch_experts(int /*il*/, std::span<const int32_t> /*experts*/) {}
+
+    virtual WeightStoreStats stats() const = 0;
+};
+
+// Everything read into memory once at load.
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt);
+
+namespace io {
+struct MemoryPlan;
+}
+// Within a memory budget (io/memory_plan.h: make_memory_plan(footprint_of(ckpt), options,
+// read_mem_available())): pinned layers + read ring for the trunk, a budgeted expert cache,
+// O_DIRECT reads with several in flight. Throws k3::Error (Checkpoint for a packed trunk that
+// does not match, Memory when allocation fails).
+std::unique_ptr<WeightStore> make_streaming_store(const Checkpoint& ckpt, const io::MemoryPlan& plan);
+
+// The store Engine::load uses: make_resident_store when `memory` asks for no budget (preset
+// empty, no trunk/cache GB), otherwise the streaming store for that budget. *plan receives a
+// one-line description of the memory plan (ModelInfo::memory_plan).
+std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
+                                               std::string* plan);
+
+}  // namespace k3

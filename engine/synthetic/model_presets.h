@@ -1,0 +1,30 @@
+// Named model shapes for `k3serve make-model --preset NAME` (README, "Synthetic models"), and
+// the released-format config.json written for any shape. A preset is a complete ModelConfig
+// (derived layer map included) plus the number of shards it is written in by default.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "synthetic/vocab.h"
+
+namespace k3 {
+
+struct ModelPreset {
+    std::string name;
+    std::string summary;     // one line for --help and the README
+    ModelConfig config;      // complete, layer_kind filled in
+    int default_shards = 1;
+};
+
+// All presets, smallest first: tiny, tiny-wide, demo, k3-mini.
+const std::vector<ModelPreset>& model_presets();
+// The preset called `name`, or nullptr.
+const ModelPreset* find_preset(const std::string& name);
+
+// The config.json text k3serve writes for `cfg`, in the release's nested form: a
+// KimiK3ForConditionalGeneration wrapper with a small vision_config, and text_config holding
+// every key of spec 1.2 (linear_attn_config with ONE-based layer lists, quantization_config).
+std::string release_config_json(const ModelConfig& cfg);
+
+}  // namespace k3
