@@ -1,4 +1,4 @@
-// Runs the README's daemon examples (the `sh` and `js` blocks of "### Examples") against a
+// Runs the README's daemon examples (the `sh` and `js` blocks of "## Quick start") against a
 // daemon, so the documented commands keep working: curl for chat, streaming completions, health
 // and metrics, and the openai SDK snippet. The fake daemon serves under the README's model id.
 import { test, before, after } from 'node:test';
@@ -11,7 +11,8 @@ import { startDaemon } from './daemon.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const readme = readFileSync(path.join(process.env.K3_SOURCE_DIR ?? path.join(here, '../..'), 'README.md'), 'utf8');
-const section = readme.slice(readme.indexOf('### Examples'), readme.indexOf('### Metrics'));
+const start = readme.indexOf('## Quick start');
+const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
 const blocks = (lang) => [...section.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
 
 let daemon;
