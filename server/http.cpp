@@ -11,6 +11,8 @@
 
 #include "connection_probe.h"
 #include "openai.h"
+#include "openai_response.h"
+#include "sse.h"
 #include "k3/error.h"
 #include "web_assets.h"
 
@@ -20,20 +22,6 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
-const char* reason_type(int status) {
-    switch (status) {
-        case 400: return "invalid_request_error";
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 405: return "invalid_request_error";
-        case 413: return "invalid_request_error";
-        case 501: return "not_supported_error";
-        case 503: return "unavailable_error";
-        default: return status >= 500 ? "server_error" : "invalid_request_error";
-    }
-}
-
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
     res.set_content(dump(body), "application/json");
@@ -41,14 +29,7 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) {
     send_json(res, e.status, error_body(e));
-    if (e.status == 503) res.set_header("Retry-After", e.code == "queue_full" ? "2" : "5");
-}
-
-std::string random_id(const char* prefix) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)rng());
-    return std::string(prefix) + buf;
+    if (int s = retry_after_seconds(e)) res.set_header("Retry-After", std::to_string(s));
 }
 
 bool is_ui_path(const std::string& path) {
@@ -63,22 +44,18 @@ bool same_key(const std::string& a, const std::string& b) {
     return diff == 0;
 }
 
-// Everything one generation request needs while it streams: the job, how to shape chunks, and
-// what has been said so far.
+// Everything one generation request needs while it streams: the job, the Responder that shapes
+// what the client sees, and the events received before streaming began.
 struct Exchange {
     std::shared_ptr<Job> job;
-    bool chat = false;
-    bool include_usage = false;
-    bool echo = false;
-    std::string echo_text;
-    ResponseIds ids;
+    std::unique_ptr<Responder> responder;
     ConnectionProbe probe;
     std::optional<Clock::time_point> deadline;
-    size_t text_offset = 0;           // completions logprobs: offset of the next token's text
     std::vector<JobEvent> pending;    // received before streaming began
 
-    Exchange(std::shared_ptr<Job> j, const httplib::Request& req)
-        : job(std::move(j)), probe(req.remote_addr, req.remote_port, req.local_port), deadline(job->deadline) {}
+    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const httplib::Request& req)
+        : job(std::move(j)), responder(std::move(r)), probe(req.remote_addr, req.remote_port, req.local_port),
+          deadline(job->deadline) {}
 
     // The client left, or the deadline passed: tell the worker (the worker answers the deadline).
     bool check_client() {
@@ -89,42 +66,7 @@ struct Exchange {
         if (deadline && Clock::now() >= *deadline) job->request_cancel(CancelReason::Deadline);
         return true;
     }
-
-    json chunk_base() const {
-        json j = {{"id", ids.id},
-                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", ids.created},
-                  {"model", ids.model},
-                  {"system_fingerprint", ids.fingerprint}};
-        if (include_usage) j["usage"] = nullptr;
-        return j;
-    }
-
-    // One chunk for a Delta or the Done event (finish_reason set on the latter).
-    json chunk(const JobEvent& e, bool first_chat_chunk) {
-        json j = chunk_base();
-        json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-        if (chat) {
-            json delta = json::object();
-            if (first_chat_chunk) delta["role"] = "assistant";
-            if (!e.reasoning.empty()) delta["reasoning_content"] = e.reasoning;
-            if (!e.content.empty() || first_chat_chunk) delta["content"] = e.content;
-            choice["delta"] = delta;
-            if (!e.logprobs.empty()) choice["logprobs"] = chat_logprobs_json(e.logprobs);
-        } else {
-            choice["text"] = e.content;
-            if (!e.logprobs.empty()) {
-                choice["logprobs"] = completion_logprobs_json(e.logprobs, text_offset);
-                for (const auto& lp : e.logprobs) text_offset += lp.text.size();
-            }
-        }
-        if (e.kind == JobEvent::Kind::Done) choice["finish_reason"] = e.finish_reason;
-        j["choices"] = json::array({choice});
-        return j;
-    }
 };
-
-std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 }  // namespace
 
@@ -176,20 +118,18 @@ struct HttpServer::Impl {
         bool is_public = path == "/health" || path == "/v1/health" || is_ui_path(path);
         bool needs_key = !is_public && (path != "/metrics" || config().metrics_auth);
         if (needs_key && !authorized(req)) {
-            state.metrics.count_request("unauthorized");
-            send_error(res, ApiError(401, "authentication_error", "invalid_api_key", "",
-                                     "Invalid or missing API key: send \"Authorization: Bearer <key>\""));
+            state.metrics.count_request(RequestOutcome::Unauthorized);
+            send_error(res, unauthorized_error());
             return httplib::Server::HandlerResponse::Handled;
         }
         Phase phase = state.phase.load();
         if (!is_public && path != "/metrics" && phase == Phase::Loading) {
-            state.metrics.count_request("rejected_loading");
-            send_error(res, ApiError(503, "unavailable_error", "model_loading", "",
-                                     "Loading model (" + state.status() + "); retry shortly"));
+            state.metrics.count_request(RequestOutcome::RejectedLoading);
+            send_error(res, loading_error(state.status()));
             return httplib::Server::HandlerResponse::Handled;
         }
         if (!is_public && path != "/metrics" && phase == Phase::Failed) {
-            send_error(res, ApiError(503, "unavailable_error", "model_failed", "", "the model failed to load: " + state.status()));
+            send_error(res, model_failed_error(state.status()));
             return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;
@@ -202,17 +142,15 @@ struct HttpServer::Impl {
             try {
                 fn(req, res);
             } catch (const ApiError& e) {
-                if (e.status < 500) state.metrics.count_request("invalid");
+                if (e.status < 500) state.metrics.count_request(RequestOutcome::Invalid);
                 send_error(res, e);
             } catch (const Error& e) {
-                state.metrics.count_request("invalid");
-                send_error(res, ApiError(e.kind() == ErrorKind::Usage ? 400 : 500,
-                                         e.kind() == ErrorKind::Usage ? "invalid_request_error" : "server_error", "", "",
-                                         e.what()));
+                state.metrics.count_request(RequestOutcome::Invalid);
+                send_error(res, engine_error(e.kind() == ErrorKind::Usage, e.what()));
             } catch (const std::exception& e) {
-                state.metrics.count_request("error");
+                state.metrics.count_request(RequestOutcome::Error);
                 spdlog::error("{} {}: {}", req.method, req.path, e.what());
-                send_error(res, ApiError(500, "server_error", "internal_error", "", e.what()));
+                send_error(res, internal_error(e.what()));
             }
         };
     }
@@ -236,9 +174,9 @@ struct HttpServer::Impl {
                 what = e.what();
             } catch (...) {
             }
-            state.metrics.count_request("error");
+            state.metrics.count_request(RequestOutcome::Error);
             spdlog::error("{} {}: {}", req.method, req.path, what);
-            send_error(res, ApiError(500, "server_error", "internal_error", "", what));
+            send_error(res, internal_error(what));
         });
         // Fills in an OpenAI error body for errors httplib produces itself (404, 413, 400).
         server.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
@@ -247,8 +185,8 @@ struct HttpServer::Impl {
                                       : res.status == 413 ? "the request body is larger than " +
                                                                 std::to_string(config().max_body_bytes) + " bytes"
                                                           : "HTTP error " + std::to_string(res.status);
-                if (res.status == 413 || res.status == 404) state.metrics.count_request("invalid");
-                send_json(res, res.status, error_body(res.status, reason_type(res.status), "", "", message));
+                if (res.status == 413 || res.status == 404) state.metrics.count_request(RequestOutcome::Invalid);
+                send_error(res, transport_error(res.status, message));
             }
             return httplib::Server::HandlerResponse::Handled;
         }));
@@ -281,13 +219,13 @@ struct HttpServer::Impl {
         switch (state.phase.load()) {
             case Phase::Ready: send_json(res, 200, {{"status", "ok"}}); return;
             case Phase::Loading:
-                send_error(res, ApiError(503, "unavailable_error", "model_loading", "", "Loading model (" + state.status() + ")"));
+                send_error(res, loading_error(state.status()));
                 return;
             case Phase::Draining:
-                send_error(res, ApiError(503, "unavailable_error", "shutting_down", "", "the server is shutting down"));
+                send_error(res, shutting_down_error());
                 return;
             case Phase::Failed:
-                send_error(res, ApiError(503, "unavailable_error", "model_failed", "", "the model failed to load: " + state.status()));
+                send_error(res, model_failed_error(state.status()));
                 return;
         }
     }
@@ -365,11 +303,11 @@ struct HttpServer::Impl {
     void ui(const httplib::Request& req, httplib::Response& res) {
         std::string name = req.path == "/" ? "index.html" : req.path.substr(1);
         const WebAsset* asset = find_web_asset(name);
-        if (!asset) throw ApiError(404, "not_found_error", "", "", "no such file");
+        if (!asset) throw not_found_error("no such file");
         if (!config().web_dir.empty()) {
             // Only the UI's own three files, never an arbitrary path.
             std::ifstream in(config().web_dir + "/" + name, std::ios::binary);
-            if (!in) throw ApiError(404, "not_found_error", "", "", "web-dir: cannot read " + name);
+            if (!in) throw not_found_error("web-dir: cannot read " + name);
             std::stringstream ss;
             ss << in.rdbuf();
             res.set_content(ss.str(), asset->content_type);
@@ -389,8 +327,8 @@ struct HttpServer::Impl {
 
     void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
         if (state.phase.load() == Phase::Draining) {
-            state.metrics.count_request("rejected_shutdown");
-            throw ApiError(503, "unavailable_error", "shutting_down", "", "the server is shutting down");
+            state.metrics.count_request(RequestOutcome::RejectedShutdown);
+            throw shutting_down_error();
         }
         json body = parse_json_body(req.body, config().max_json_depth);
         GenerationRequest g = chat ? parse_chat_request(body, *state.tokenizer, state.limits)
@@ -402,25 +340,16 @@ struct HttpServer::Impl {
         if (config().deadline_s > 0)
             job->deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(config().deadline_s));
-        auto ex = std::make_shared<Exchange>(job, req);
-        ex->chat = chat;
-        ex->include_usage = g.include_usage;
-        ex->echo = g.echo;
-        ex->echo_text = g.echo ? g.echo_text : "";
-        ex->text_offset = ex->echo_text.size();
-        ex->ids = {random_id(chat ? "chatcmpl-" : "cmpl-"), (long long)std::time(nullptr), g.model,
-                   "k3serve-" K3_VERSION "-" + state.info.fingerprint.substr(0, 12)};
+        auto ex = std::make_shared<Exchange>(job, make_responder(g, state.info.fingerprint), req);
 
         switch (state.queue.push(job)) {
             case JobQueue::PushResult::Ok: break;
             case JobQueue::PushResult::Full:
-                state.metrics.count_request("rejected_full");
-                throw ApiError(503, "unavailable_error", "queue_full", "",
-                               "the server is busy: " + std::to_string(state.queue.capacity()) +
-                                   " requests are already waiting; retry shortly");
+                state.metrics.count_request(RequestOutcome::RejectedFull);
+                throw queue_full_error(state.queue.capacity());
             case JobQueue::PushResult::Closed:
-                state.metrics.count_request("rejected_shutdown");
-                throw ApiError(503, "unavailable_error", "shutting_down", "", "the server is shutting down");
+                state.metrics.count_request(RequestOutcome::RejectedShutdown);
+                throw shutting_down_error();
         }
         if (g.stream)
             stream(ex, res);
@@ -430,39 +359,17 @@ struct HttpServer::Impl {
 
     // Non-streaming: collect everything, answer once. A client that leaves cancels the job.
     void respond_whole(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
-        std::string content = ex->echo_text, reasoning;
-        std::vector<TokenLogprob> logprobs;
         for (;;) {
             for (auto& e : ex->job->channel->pop_all(kPollInterval)) {
-                content += e.content;
-                reasoning += e.reasoning;
-                logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
                 if (e.kind == JobEvent::Kind::Error) {
                     ex->job->channel->close();
-                    send_error(res, ApiError(e.http_status, e.error_type, e.error_code, "", e.message));
+                    send_error(res, api_error(e.failure));
                     return;
                 }
+                ex->responder->collect(e);
                 if (e.kind == JobEvent::Kind::Done) {
                     ex->job->channel->close();
-                    json choice = {{"index", 0}, {"finish_reason", e.finish_reason}, {"logprobs", nullptr}};
-                    if (ex->chat) {
-                        json message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
-                        if (ex->job->params.thinking) message["reasoning_content"] = reasoning;
-                        choice["message"] = message;
-                        if (ex->job->params.logprobs >= 0) choice["logprobs"] = chat_logprobs_json(logprobs);
-                    } else {
-                        choice["text"] = content;
-                        if (ex->job->params.logprobs >= 0)
-                            choice["logprobs"] = completion_logprobs_json(logprobs, ex->echo_text.size());
-                    }
-                    send_json(res, 200,
-                              {{"id", ex->ids.id},
-                               {"object", ex->chat ? "chat.completion" : "text_completion"},
-                               {"created", ex->ids.created},
-                               {"model", ex->ids.model},
-                               {"system_fingerprint", ex->ids.fingerprint},
-                               {"choices", json::array({choice})},
-                               {"usage", usage_json(e.usage)}});
+                    send_json(res, 200, ex->responder->body());
                     return;
                 }
             }
@@ -488,9 +395,8 @@ struct HttpServer::Impl {
             }
         }
         if (!ex->pending.empty() && ex->pending.front().kind == JobEvent::Kind::Error) {
-            const JobEvent& e = ex->pending.front();
             ex->job->channel->close();
-            send_error(res, ApiError(e.http_status, e.error_type, e.error_code, "", e.message));
+            send_error(res, api_error(ex->pending.front().failure));
             return;
         }
         res.set_header("Cache-Control", "no-cache");
@@ -500,18 +406,9 @@ struct HttpServer::Impl {
         res.set_chunked_content_provider(
             "text/event-stream",
             [ex, ping_s](size_t, httplib::DataSink& sink) {
-                auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-                bool ok = true;
-                bool first = true;
-                if (ex->chat) {
-                    ok = write(sse(ex->chunk(JobEvent{}, true)));
-                    first = false;
-                } else if (ex->echo && !ex->echo_text.empty()) {
-                    JobEvent echo;
-                    echo.content = ex->echo_text;
-                    ok = write(sse(ex->chunk(echo, false)));
-                }
-                (void)first;
+                // (an empty write would end httplib's chunked stream: skip it)
+                auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+                bool ok = write(ex->responder->stream_start());
                 auto last_write = Clock::now();
                 while (ok) {
                     std::vector<JobEvent> events = std::move(ex->pending);
@@ -519,30 +416,20 @@ struct HttpServer::Impl {
                     if (events.empty()) events = ex->job->channel->pop_all(kPollInterval);
                     for (const auto& e : events) {
                         if (e.kind == JobEvent::Kind::Error) {
-                            json err = error_body(e.http_status, e.error_type, e.error_code, "", e.message);
-                            write(sse(err));
-                            write("data: [DONE]\n\n");
+                            write(ex->responder->stream_error(api_error(e.failure)));
                             sink.done();
                             return true;
                         }
+                        ok = ok && write(ex->responder->stream_event(e));
                         if (e.kind == JobEvent::Kind::Done) {
-                            ok = write(sse(ex->chunk(e, false)));
-                            if (ok && ex->include_usage) {
-                                json u = ex->chunk_base();
-                                u["choices"] = json::array();
-                                u["usage"] = usage_json(e.usage);
-                                ok = write(sse(u));
-                            }
-                            if (ok) ok = write("data: [DONE]\n\n");
                             if (ok) sink.done();
                             return ok;
                         }
-                        ok = ok && write(sse(ex->chunk(e, false)));
                         last_write = Clock::now();
                     }
                     if (ok && events.empty() &&
                         std::chrono::duration<double>(Clock::now() - last_write).count() >= ping_s) {
-                        ok = write(": ping\n\n");
+                        ok = write(sse::ping());
                         last_write = Clock::now();
                     }
                     if (ok && !ex->check_client()) ok = false;

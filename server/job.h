@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "job_outcome.h"
 #include "k3/engine.h"
 #include "k3/sampler.h"
 
@@ -50,17 +51,17 @@ struct Usage {
     int reasoning_tokens = 0;
 };
 
-// One message from the worker to the HTTP thread that owns the job.
+// One message from the worker to the HTTP thread that owns the job. Domain facts only: how
+// they look on the wire is the API layer's business.
 struct JobEvent {
     enum class Kind { Delta, Done, Error };
     Kind kind = Kind::Delta;
     std::string content;                 // new response text (always whole UTF-8 characters)
     std::string reasoning;               // new reasoning text (chat with thinking on)
     std::vector<TokenLogprob> logprobs;  // one per token behind this delta, when asked for
-    std::string finish_reason;           // Done: "stop" or "length"
+    FinishReason finish_reason = FinishReason::Stop;  // Done
     Usage usage;                         // Done (and Error, as far as it got)
-    int http_status = 500;               // Error
-    std::string error_type, error_code, message;  // Error
+    JobFailure failure;                  // Error
 };
 
 // Bounded single-producer (worker) / single-consumer (HTTP thread) event channel.

@@ -22,6 +22,22 @@ void write_metric(std::string& out, const std::string& name, const char* type, c
 
 }  // namespace
 
+const char* outcome_label(RequestOutcome outcome) {
+    switch (outcome) {
+        case RequestOutcome::Ok: return "ok";
+        case RequestOutcome::Cancelled: return "cancelled";
+        case RequestOutcome::Dropped: return "dropped";
+        case RequestOutcome::Deadline: return "deadline";
+        case RequestOutcome::RejectedFull: return "rejected_full";
+        case RequestOutcome::RejectedLoading: return "rejected_loading";
+        case RequestOutcome::RejectedShutdown: return "rejected_shutdown";
+        case RequestOutcome::Invalid: return "invalid";
+        case RequestOutcome::Unauthorized: return "unauthorized";
+        case RequestOutcome::Error: return "error";
+    }
+    return "error";
+}
+
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), buckets_(bounds_.size() + 1, 0) {}
 
@@ -67,7 +83,7 @@ Metrics::Metrics()
     : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}),
       token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}) {}
 
-void Metrics::count_request(const std::string& outcome) {
+void Metrics::count_request(RequestOutcome outcome) {
     std::lock_guard lock(mutex_);
     ++requests_[outcome];
 }
@@ -105,7 +121,7 @@ void Metrics::set_engine_stats(const EngineStats& stats) {
     engine_ = stats;
 }
 
-uint64_t Metrics::requests(const std::string& outcome) const {
+uint64_t Metrics::requests(RequestOutcome outcome) const {
     std::lock_guard lock(mutex_);
     auto it = requests_.find(outcome);
     return it == requests_.end() ? 0 : it->second;
@@ -135,10 +151,9 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
                  "Prompt tokens reused from the worker's session instead of recomputed.", double(cached_tokens_));
 
     out += "# HELP k3serve:requests_total Finished requests by outcome.\n# TYPE k3serve:requests_total counter\n";
-    for (const char* outcome : {"ok", "cancelled", "dropped", "deadline", "rejected_full", "rejected_loading",
-                                "rejected_shutdown", "invalid", "unauthorized", "error"}) {
+    for (RequestOutcome outcome : kAllRequestOutcomes) {
         auto it = requests_.find(outcome);
-        out += std::string("k3serve:requests_total{outcome=\"") + outcome + "\"} " +
+        out += std::string("k3serve:requests_total{outcome=\"") + outcome_label(outcome) + "\"} " +
                std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
     }
     ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");

@@ -36,14 +36,32 @@ struct ProcessMemory {
 };
 ProcessMemory read_process_memory();
 
+// How a request ended, as counted in k3serve:requests_total{outcome=...}.
+enum class RequestOutcome {
+    Ok,
+    Cancelled,         // the client left (or was too slow) while it ran, or shutdown cancelled it
+    Dropped,           // the client left while it was queued: never started
+    Deadline,          // it outlived --deadline-s
+    RejectedFull,      // the queue was full
+    RejectedLoading,   // the model was still loading
+    RejectedShutdown,  // the daemon was draining
+    Invalid,           // the request was refused (4xx before queueing)
+    Unauthorized,      // missing or wrong API key
+    Error,             // the engine or the worker failed
+};
+inline constexpr RequestOutcome kAllRequestOutcomes[] = {
+    RequestOutcome::Ok,           RequestOutcome::Cancelled,       RequestOutcome::Dropped,
+    RequestOutcome::Deadline,     RequestOutcome::RejectedFull,    RequestOutcome::RejectedLoading,
+    RequestOutcome::RejectedShutdown, RequestOutcome::Invalid,     RequestOutcome::Unauthorized,
+    RequestOutcome::Error};
+// The label value in /metrics ("ok", "rejected_full", ...).
+const char* outcome_label(RequestOutcome outcome);
+
 class Metrics {
 public:
     Metrics();
 
-    // Request outcomes: "ok", "cancelled" (client left), "dropped" (left while queued),
-    // "deadline", "rejected_full", "rejected_loading", "rejected_shutdown", "invalid",
-    // "unauthorized", "error".
-    void count_request(const std::string& outcome);
+    void count_request(RequestOutcome outcome);
     void add_prompt_tokens(int prompt, int cached, double prefill_seconds);
     void add_generated_tokens(int n, double decode_seconds);
     void observe_ttft(double seconds);
@@ -52,7 +70,7 @@ public:
     // The worker copies engine counters here (it is the only thread allowed to ask the engine).
     void set_engine_stats(const EngineStats& stats);
 
-    uint64_t requests(const std::string& outcome) const;
+    uint64_t requests(RequestOutcome outcome) const;
     EngineStats engine_stats() const;
 
     // The whole exposition. queue_depth and queue_capacity come from the JobQueue.
@@ -60,7 +78,7 @@ public:
 
 private:
     mutable std::mutex mutex_;
-    std::map<std::string, uint64_t> requests_;
+    std::map<RequestOutcome, uint64_t> requests_;
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, generated_seconds_ = 0;
     int processing_ = 0;

@@ -237,21 +237,6 @@ ChatOptions parse_thinking(const json& body) {
 
 }  // namespace
 
-ApiError bad_request(const std::string& param, const std::string& message, const std::string& code) {
-    return ApiError(400, "invalid_request_error", code, param, message);
-}
-
-json error_body(int status, const std::string& type, const std::string& code, const std::string& param,
-                const std::string& message) {
-    return json{{"error",
-                 {{"message", message},
-                  {"type", type},
-                  {"param", param.empty() ? json(nullptr) : json(param)},
-                  {"code", code.empty() ? json(status) : json(code)}}}};
-}
-
-json error_body(const ApiError& e) { return error_body(e.status, e.type, e.code, e.param, e.what()); }
-
 json parse_json_body(const std::string& body, int max_depth) {
     if (body.empty()) throw bad_request("", "the request body is empty; expected a JSON object", "invalid_json");
     bool too_deep = false;
@@ -277,6 +262,7 @@ json parse_json_body(const std::string& body, int max_depth) {
 
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
     GenerationRequest r;
+    r.endpoint = Endpoint::Completions;
     parse_common(body, limits, r);
     if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
         throw bad_request("suffix", "'suffix' (insert mode) is not supported", "unsupported_parameter");
@@ -313,6 +299,7 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
 
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
     GenerationRequest r;
+    r.endpoint = Endpoint::ChatCompletions;
     parse_common(body, limits, r);
     const json* messages = field(body, "messages");
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
@@ -356,44 +343,6 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     }
     check_lengths(r, limits, max_tokens, limits.n_ctx, max_param, "messages");
     return r;
-}
-
-json usage_json(const Usage& u) {
-    return json{{"prompt_tokens", u.prompt_tokens},
-                {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-                {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
-}
-
-json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset) {
-    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-    for (const auto& lp : lps) {
-        tokens.push_back(lp.text);
-        token_logprobs.push_back(lp.logprob);
-        json alts = json::object();
-        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
-        top.push_back(alts);
-        offsets.push_back(text_offset);
-        text_offset += lp.text.size();
-    }
-    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
-}
-
-json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
-    auto bytes = [](const std::string& s) {
-        json b = json::array();
-        for (unsigned char c : s) b.push_back(int(c));
-        return b;
-    };
-    json content = json::array();
-    for (const auto& lp : lps) {
-        json top = json::array();
-        for (const auto& [text, logprob] : lp.top)
-            top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
-        content.push_back({{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
-    }
-    return json{{"content", content}, {"refusal", nullptr}};
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -228,7 +228,7 @@ int serve_main(int argc, char** argv) {
     while (state.open_streams.load() > 0 && Clock::now() < write_until)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     stop_http();
-    spdlog::info("shut down cleanly ({} requests served)", state.metrics.requests("ok"));
+    spdlog::info("shut down cleanly ({} requests served)", state.metrics.requests(RequestOutcome::Ok));
     return 0;
 }
 

@@ -73,16 +73,22 @@ private:
     std::optional<StreamDecoder> plain_;
 };
 
-JobEvent error_event(int status, const std::string& type, const std::string& code, const std::string& message,
-                     const Usage& usage) {
+JobEvent failure_event(FailureKind kind, const std::string& message, const Usage& usage) {
     JobEvent e;
     e.kind = JobEvent::Kind::Error;
-    e.http_status = status;
-    e.error_type = type;
-    e.error_code = code;
-    e.message = message;
+    e.failure = {kind, message};
     e.usage = usage;
     return e;
+}
+
+// How a failure is counted in /metrics.
+RequestOutcome outcome_of(FailureKind kind) {
+    switch (kind) {
+        case FailureKind::Cancelled:
+        case FailureKind::ShuttingDown: return RequestOutcome::Cancelled;
+        case FailureKind::Deadline: return RequestOutcome::Deadline;
+        default: return RequestOutcome::Error;
+    }
 }
 
 }  // namespace
@@ -134,7 +140,7 @@ void EngineWorker::run() {
         } catch (const std::exception& e) {
             // Tokenizer/chat parser throw on programmer-level surprises; never take the worker down.
             spdlog::error("job {}: {}", job->id, e.what());
-            finish_with_error(*job, 500, "server_error", "internal_error", e.what(), {});
+            fail(*job, FailureKind::Internal, e.what(), {});
         }
         metrics_.set_processing(0);
         metrics_.set_engine_stats(engine_.stats());
@@ -153,25 +159,19 @@ bool EngineWorker::emit(Job& job, JobEvent event) {
     return false;
 }
 
-void EngineWorker::finish_with_error(Job& job, int status, const std::string& type, const std::string& code,
-                                     const std::string& message, const Usage& usage) {
-    metrics_.count_request(status == 504 ? "deadline" : "error");
-    emit(job, error_event(status, type, code, message, usage));
+void EngineWorker::fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage) {
+    metrics_.count_request(outcome_of(kind));
+    emit(job, failure_event(kind, message, usage));
 }
 
 void EngineWorker::finish_cancelled(Job& job, const Usage& usage) {
     switch (job.cancel_reason.load()) {
         case CancelReason::Deadline:
-            finish_with_error(job, 504, "timeout_error", "deadline_exceeded",
-                              "the request did not finish within its deadline (--deadline-s)", usage);
+            fail(job, FailureKind::Deadline, "the request did not finish within its deadline (--deadline-s)", usage);
             return;
-        case CancelReason::Shutdown:
-            metrics_.count_request("cancelled");
-            emit(job, error_event(503, "unavailable_error", "shutting_down", "the server is shutting down", usage));
-            return;
+        case CancelReason::Shutdown: fail(job, FailureKind::ShuttingDown, "the server is shutting down", usage); return;
         default:  // the client left or could not keep up: nobody is listening any more
-            metrics_.count_request("cancelled");
-            emit(job, error_event(499, "cancelled", "cancelled", "request cancelled", usage));
+            fail(job, FailureKind::Cancelled, "request cancelled", usage);
     }
 }
 
@@ -181,7 +181,7 @@ void EngineWorker::run_job(Job& job) {
     if (job.cancel.load()) {
         // Left while queued: never started (llama.cpp #13262).
         if (job.cancel_reason.load() == CancelReason::ClientGone) {
-            metrics_.count_request("dropped");
+            metrics_.count_request(RequestOutcome::Dropped);
             return;
         }
         finish_cancelled(job, usage);
@@ -202,15 +202,11 @@ void EngineWorker::run_job(Job& job) {
     if (!st.ok()) {
         switch (st.code) {
             case StatusCode::Cancelled: finish_cancelled(job, usage); return;
-            case StatusCode::ContextFull:
-                finish_with_error(job, 400, "invalid_request_error", "context_length_exceeded", st.message, usage);
-                return;
-            case StatusCode::InvalidArgument:
-                finish_with_error(job, 400, "invalid_request_error", "invalid_prompt", st.message, usage);
-                return;
+            case StatusCode::ContextFull: fail(job, FailureKind::ContextFull, st.message, usage); return;
+            case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, usage); return;
             default:
                 spdlog::error("job {}: prefill failed: {}", job.id, st.message);
-                finish_with_error(job, 500, "server_error", "engine_error", st.message, usage);
+                fail(job, FailureKind::EngineFailed, st.message, usage);
                 return;
         }
     }
@@ -220,7 +216,7 @@ void EngineWorker::run_job(Job& job) {
     Sampler sampler(p.sampling);
     OutputDecoder decoder(tokenizer_, p);
     StopMatcher stop(p.stop);
-    std::string finish_reason = "length";
+    FinishReason finish_reason = FinishReason::Length;
     auto decode_start = Clock::now();
     auto last_token_at = Clock::now();
     bool cancelled = false;
@@ -247,7 +243,7 @@ void EngineWorker::run_job(Job& job) {
             event.content = stop.push(delta.content);
             end = delta.end_of_turn || stop.stopped();
         }
-        if (end) finish_reason = "stop";
+        if (end) finish_reason = FinishReason::Stop;
         if (end || n + 1 == p.max_tokens) {
             // The last token's text travels with the Done event, so that finish_reason sits on
             // the last content chunk (OpenAI streaming contract).
@@ -278,7 +274,7 @@ void EngineWorker::run_job(Job& job) {
         if (!st.ok()) {
             metrics_.add_generated_tokens(usage.completion_tokens, seconds_since(decode_start));
             spdlog::error("job {}: decode failed: {}", job.id, st.message);
-            finish_with_error(job, 500, "server_error", "engine_error", st.message, usage);
+            fail(job, FailureKind::EngineFailed, st.message, usage);
             return;
         }
     }
@@ -299,7 +295,7 @@ void EngineWorker::run_job(Job& job) {
     done.kind = JobEvent::Kind::Done;
     done.finish_reason = finish_reason;
     done.usage = usage;
-    metrics_.count_request("ok");
+    metrics_.count_request(RequestOutcome::Ok);
     emit(job, std::move(done));
 }
 

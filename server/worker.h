@@ -45,8 +45,7 @@ private:
     void run();
     void run_job(Job& job);
     bool emit(Job& job, JobEvent event);
-    void finish_with_error(Job& job, int status, const std::string& type, const std::string& code,
-                           const std::string& message, const Usage& usage);
+    void fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage);
     void finish_cancelled(Job& job, const Usage& usage);
 
     Engine& engine_;

@@ -111,7 +111,7 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
     check_error(c.Get("/v1/engines"), 404);
     check_error(c.Get("/v1/completions"), 404);
     check_still_serving(c);
-    CHECK(server.state.metrics.requests("invalid") >= cases.size());
+    CHECK(server.state.metrics.requests(RequestOutcome::Invalid) >= cases.size());
 }
 
 TEST_CASE("an oversized body is refused with 413") {
@@ -186,7 +186,7 @@ TEST_CASE("a full queue answers 503 + Retry-After with an OpenAI error") {
     auto r = post_json(c, "/v1/completions", {{"prompt", "c"}, {"max_tokens", 2}});
     check_error(r, 503, "queue_full");
     CHECK(r->get_header_value("Retry-After") == "2");
-    CHECK(server.state.metrics.requests("rejected_full") == 1);
+    CHECK(server.state.metrics.requests(RequestOutcome::RejectedFull) == 1);
     busy.join();
     queued.join();
     check_still_serving(c);
@@ -204,7 +204,7 @@ TEST_CASE("a client that disconnects mid-stream cancels its job within a token o
         REQUIRE(got.find("200 OK") != std::string::npos);
     }  // hang up
     auto start = std::chrono::steady_clock::now();
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("cancelled") == 1; }));
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }));
     REQUIRE(TestServer::eventually([&] { return !server.worker->busy(); }));
     // 200 tokens would take 6 s; cancellation came long before.
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
@@ -226,7 +226,7 @@ TEST_CASE("a client that disconnects during a long prefill cancels it (non-strea
         REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("cancelled") == 1; }, 3000));
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }, 3000));
     CHECK(server.engine.evaluated() < 150);  // stopped part-way through the prompt
 }
 
@@ -245,8 +245,8 @@ TEST_CASE("a queued job whose client left is dropped before it starts") {
         REQUIRE(TestServer::eventually([&] { return server.state.queue.size() == 1; }));
     }
     busy.join();
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests("dropped") == 1; }));
-    CHECK(server.state.metrics.requests("ok") == 1);
+    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Dropped) == 1; }));
+    CHECK(server.state.metrics.requests(RequestOutcome::Ok) == 1);
 }
 
 TEST_CASE("the per-request deadline cuts a slow request with 504") {
@@ -258,7 +258,7 @@ TEST_CASE("the per-request deadline cuts a slow request with 504") {
     auto c = server.client();
     auto r = post_json(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}});
     check_error(r, 504, "deadline_exceeded");
-    CHECK(server.state.metrics.requests("deadline") == 1);
+    CHECK(server.state.metrics.requests(RequestOutcome::Deadline) == 1);
     // Streamed: the error arrives as a data: {"error":...} event after the first tokens.
     auto s = post_json(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 100}, {"stream", true}});
     REQUIRE(s->status == 200);

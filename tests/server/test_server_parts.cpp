@@ -207,9 +207,9 @@ TEST_CASE("worker: streams events, honours cancel, keeps the session across jobs
     auto [text_c, end_c] = collect(*c);
     CHECK(end_c.kind == JobEvent::Kind::Error);
     CHECK(end_c.usage.completion_tokens < 1000);
-    CHECK(metrics.requests("cancelled") == 1);
+    CHECK(metrics.requests(RequestOutcome::Cancelled) == 1);
 
     queue.close();
     worker.join();
-    CHECK(metrics.requests("ok") == 2);
+    CHECK(metrics.requests(RequestOutcome::Ok) == 2);
 }
