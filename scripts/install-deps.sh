@@ -6,8 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates curl
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev doctest-dev
-  libpcre2-dev liburing-dev libsystemd-dev libbenchmark-dev
+  libpcre2-dev liburing-dev libsystemd-dev libbenchmark-dev libcurl4-openssl-dev libssl-dev
   python3 python3-numpy
+  haproxy
 )
 # The web UI and OpenAI-client tests need Node.js (>= 18) and a browser.
 if [ "${K3_WITH_NODE:-1}" = 1 ]; then

@@ -25,6 +25,8 @@ const Command kCommands[] = {
     {"detokenize", k3::cli::detokenize_main, "token ids (JSON array) on stdin -> text"},
     {"pack-trunk", k3::cli::pack_trunk_main, "copy the dense trunk into one aligned file"},
     {"diskbench", k3::cli::diskbench_main, "measure read bandwidth the way the engine reads"},
+    {"doctor", k3::cli::doctor_main, "can this machine run the model, and how fast?"},
+    {"download", k3::cli::download_main, "fetch and verify a checkpoint from a Hugging Face repository"},
 };
 
 void usage(FILE* out) {

@@ -12,6 +12,8 @@ int run_main(int argc, char** argv);          // run MODEL_DIR (--ids|--prompt|-
 int tokenize_main(int argc, char** argv);     // tokenize --tokenizer DIR [--allow-special]
 int detokenize_main(int argc, char** argv);   // detokenize --tokenizer DIR
 int pack_trunk_main(int argc, char** argv);   // pack-trunk MODEL_DIR OUT_DIR
-int diskbench_main(int argc, char** argv);    // diskbench PATH
+int diskbench_main(int argc, char** argv);
+int doctor_main(int argc, char** argv);       // doctor [MODEL_DIR | CONFIG.json] [--json]
+int download_main(int argc, char** argv);     // download REPO DEST [--revision R]    // diskbench PATH
 
 }  // namespace k3::cli

@@ -1,0 +1,557 @@
+// `k3serve doctor [MODEL_DIR | CONFIG.json] [--json]`: can this machine run the model, and how
+// fast? Checks the CPU and the kernel set that will run, cores, RAM, cgroup limits, free disk,
+// the O_DIRECT read speed measured the way the engine reads (as `diskbench`, briefly), locked
+// memory, transparent huge pages and the machine's load; then, for the model (the real Kimi K3
+// config built in when none is given), the memory preset that fits, the seconds per token and
+// prefill speed to expect from the measured bandwidths, and the command to run next.
+// Exit status: 0 when the model can run here, 3 when it cannot (the reasons are printed), 2 for
+// usage errors or a config that cannot be read.
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/disk_bandwidth.h"
+#include "k3/cli.h"
+#include "k3/error.h"
+#include "kernels/kernels.h"
+#include "kimi_k3_config.h"
+#include "model/config.h"
+#include "store/memory_plan.h"
+#include "util/aligned_bytes.h"
+#include "util/cpu_topology.h"
+#include "weights/model_tensors.h"
+
+namespace k3::cli {
+
+namespace {
+
+constexpr int kExitCannotRun = 3;
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: k3serve doctor [MODEL_DIR | CONFIG.json] [options]\n"
+                 "\n"
+                 "Checks whether this machine can run the model and what to expect: CPU and kernel set,\n"
+                 "physical cores, RAM and MemAvailable, cgroup limits, free disk, O_DIRECT read speed\n"
+                 "(measured briefly, the way the engine reads), locked-memory limit, transparent huge\n"
+                 "pages, machine load; then the memory preset that fits, the expected seconds per token\n"
+                 "and prefill speed, and the command to run next. Without a model, the real Kimi K3\n"
+                 "(built-in config) is assumed, to be stored under --disk (default: the current directory).\n"
+                 "\n"
+                 "  --disk DIR        where the model (and a packed trunk) would live, if no MODEL_DIR\n"
+                 "  --seconds S       time for each read-speed measurement (default 1.5)\n"
+                 "  --disk-gbps X     skip the disk measurement and assume X GB/s\n"
+                 "  --mem-gbps X      skip the memory-bandwidth measurement and assume X GB/s\n"
+                 "  --memory-gb X     plan for X GB of usable memory instead of this machine's\n"
+                 "  --json            one JSON object instead of the report\n"
+                 "\n"
+                 "Exit status: 0 the model can run here; 3 it cannot (reasons printed); 2 usage or config error.\n");
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return "";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string trim(std::string s) {
+    while (!s.empty() && std::isspace((unsigned char)s.back())) s.pop_back();
+    size_t i = 0;
+    while (i < s.size() && std::isspace((unsigned char)s[i])) ++i;
+    return s.substr(i);
+}
+
+// A field of /proc/meminfo in bytes (-1 when absent).
+int64_t meminfo_bytes(const std::string& key) {
+    std::istringstream in(read_file("/proc/meminfo"));
+    std::string name;
+    int64_t kb;
+    std::string unit;
+    while (in >> name >> kb) {
+        std::getline(in, unit);
+        if (name == key + ":") return kb * 1024;
+    }
+    return -1;
+}
+
+std::string cpu_model() {
+    std::istringstream in(read_file("/proc/cpuinfo"));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) return trim(line.substr(line.find(':') + 1));
+    return "unknown";
+}
+
+// The cgroup v2 directory of this process ("0::/path" in /proc/self/cgroup).
+std::string cgroup_dir() {
+    std::istringstream in(read_file("/proc/self/cgroup"));
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("0::", 0) == 0) return "/sys/fs/cgroup" + line.substr(3);
+    return "";
+}
+
+struct Cgroup {
+    int64_t memory_max = -1;  // bytes, -1 = no limit
+    double cpus = -1;         // quota / period, -1 = no limit
+};
+
+Cgroup read_cgroup() {
+    Cgroup cg;
+    // The limit that binds is the smallest on the path up to the root.
+    for (std::string dir = cgroup_dir(); dir.size() >= std::strlen("/sys/fs/cgroup");) {
+        std::string mem = trim(read_file(dir + "/memory.max"));
+        if (!mem.empty() && mem != "max") {
+            int64_t v = std::stoll(mem);
+            if (cg.memory_max < 0 || v < cg.memory_max) cg.memory_max = v;
+        }
+        std::istringstream cpu(read_file(dir + "/cpu.max"));
+        std::string quota;
+        double period = 0;
+        if (cpu >> quota >> period && quota != "max" && period > 0) {
+            double c = std::stod(quota) / period;
+            if (cg.cpus < 0 || c < cg.cpus) cg.cpus = c;
+        }
+        if (dir == "/sys/fs/cgroup") break;
+        dir = dir.substr(0, dir.rfind('/'));
+    }
+    return cg;
+}
+
+std::string bracketed_choice(const std::string& path) {
+    std::string s = read_file(path);
+    auto a = s.find('['), b = s.find(']');
+    return a != std::string::npos && b != std::string::npos && b > a ? s.substr(a + 1, b - a - 1) : trim(s);
+}
+
+// Reading memory with every core, the way a resident decode step sweeps the trunk: GB/s.
+double measure_memory_gbps(double seconds) {
+    const int64_t bytes = int64_t(256) << 20;
+    AlignedBytes buf{static_cast<size_t>(bytes)};
+    std::memset(buf.data(), 1, size_t(bytes));
+    const int threads = std::max(1, physical_cores());
+    const auto* words = reinterpret_cast<const uint64_t*>(buf.data());
+    const int64_t n = bytes / 8;
+    int64_t passes = 0;
+    uint64_t sink = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    do {
+        std::vector<std::thread> pool;
+        std::vector<uint64_t> sums(size_t(threads), 0);
+        for (int t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                uint64_t s = 0;
+                for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) s += words[i];
+                sums[size_t(t)] = s;
+            });
+        for (auto& th : pool) th.join();
+        for (uint64_t s : sums) sink += s;
+        ++passes;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    if (sink == 42) std::fputc(' ', stderr);  // keeps the sums alive
+    return double(bytes) * double(passes) / elapsed / 1e9;
+}
+
+// A scratch file under `dir` to measure when there are no model files to read.
+std::filesystem::path write_scratch(const std::filesystem::path& dir, int64_t bytes) {
+    std::filesystem::path p = dir / (".k3serve-doctor-" + std::to_string(::getpid()));
+    std::ofstream out(p, std::ios::binary);
+    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + ": " + std::strerror(errno));
+    std::vector<char> block(size_t(4) << 20);
+    std::mt19937_64 rng(1);
+    for (auto& c : block) c = char(rng());
+    for (int64_t done = 0; done < bytes; done += int64_t(block.size())) out.write(block.data(), std::streamsize(block.size()));
+    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + " (disk full?)");
+    return p;
+}
+
+struct Disk {
+    std::filesystem::path dir;
+    int64_t free_bytes = -1;
+    double seq_gbps = 0;        // sequential large reads (the streamed trunk)
+    double expert_gbps = 0;     // expert-sized random reads at depth 16 (the expert cache misses)
+    bool direct = false;        // O_DIRECT accepted on this filesystem
+    bool measured = false;
+    std::string note;
+};
+
+Disk check_disk(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& model_files, int64_t expert_bytes,
+                double seconds, double given_gbps) {
+    Disk d;
+    d.dir = dir;
+    struct statvfs sv {};
+    if (::statvfs(dir.c_str(), &sv) == 0) d.free_bytes = int64_t(sv.f_bavail) * int64_t(sv.f_frsize);
+    if (given_gbps > 0) {
+        d.seq_gbps = d.expert_gbps = given_gbps;
+        d.direct = true;
+        d.note = "given with --disk-gbps";
+        return d;
+    }
+    std::vector<std::filesystem::path> files = model_files;
+    std::filesystem::path scratch;
+    int64_t have = 0;
+    for (const auto& f : files) have += int64_t(std::filesystem::file_size(f));
+    if (have < (int64_t(256) << 20)) {
+        // Too little model data to measure reads (or none yet): a scratch file, dropped afterwards.
+        // Its pages are still in the page cache, which O_DIRECT bypasses.
+        scratch = write_scratch(dir, int64_t(512) << 20);
+        files = {scratch};
+        d.note = "measured on a 512 MiB scratch file";
+    } else {
+        d.note = "measured on the model's files";
+    }
+    try {
+        io::BandwidthRun seq;
+        seq.sequential = true;
+        seq.depth = 4;
+        seq.max_seconds = seconds;
+        seq.max_bytes = int64_t(2) << 30;
+        auto r = io::measure_bandwidth(files, seq);
+        d.direct = r.direct_used;
+        d.seq_gbps = r.mb_per_s() / 1e3;
+        io::BandwidthRun rnd;
+        rnd.sequential = false;
+        rnd.depth = 16;
+        rnd.block_bytes = std::max<int64_t>(expert_bytes, 4096);
+        rnd.max_seconds = seconds;
+        rnd.max_bytes = int64_t(1) << 30;
+        d.expert_gbps = io::measure_bandwidth(files, rnd, 7).mb_per_s() / 1e3;
+        d.measured = true;
+    } catch (...) {
+        if (!scratch.empty()) std::filesystem::remove(scratch);
+        throw;
+    }
+    if (!scratch.empty()) std::filesystem::remove(scratch);
+    return d;
+}
+
+// The model's sizes, from its config alone (what every sound checkpoint of it holds).
+struct ModelSizes {
+    std::string name;
+    ModelConfig config;
+    std::vector<int64_t> layer_bytes;
+    int64_t resident = 0;        // embed + lm_head + model norms
+    int64_t lm_head = 0;
+    int64_t one_expert = 0;
+    int64_t pool = 0;
+    int moe_layers = 0;
+    int64_t total() const {
+        return resident + std::accumulate(layer_bytes.begin(), layer_bytes.end(), int64_t(0)) + pool;
+    }
+};
+
+ModelSizes sizes_of(const ModelConfig& c, std::string name) {
+    ModelSizes m;
+    m.name = std::move(name);
+    m.config = c;
+    for (const auto& t : model_tensors(c)) {
+        if (t.role == TensorRole::Embed || t.role == TensorRole::ModelNorm) m.resident += t.nbytes();
+        if (t.role == TensorRole::LmHead) m.resident += t.nbytes(), m.lm_head += t.nbytes();
+    }
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+        int64_t b = 0;
+        for (const auto& t : layer_trunk_tensors(c, il)) b += t.nbytes();
+        m.layer_bytes.push_back(b);
+    }
+    m.moe_layers = c.num_hidden_layers - c.first_k_dense_replace;
+    m.one_expert = expert_bytes(c);
+    m.pool = m.one_expert * m.moe_layers * c.num_experts;
+    return m;
+}
+
+io::ModelFootprint footprint_of(const ModelSizes& m) {
+    io::ModelFootprint f;
+    // Reads are aligned windows: a few KiB more than the run, which the plan rounds anyway.
+    for (int64_t b : m.layer_bytes) f.layer_alloc_bytes.push_back((b + 8191) / 4096 * 4096);
+    f.expert_slot_bytes = (m.one_expert + 8191) / 4096 * 4096;
+    f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
+    f.experts_per_token = m.config.num_experts_per_token;
+    f.resident_bytes = m.resident;
+    return f;
+}
+
+// What one decoded token and one prefill chunk cost under a plan, from the bandwidths. A
+// first-order model: streamed trunk layers and cache-missing experts come from the disk, what is
+// resident is swept from memory. K3's router is near-flat (spec 5.1), so the cache's hit rate is
+// about the share of the pool it holds.
+struct Projection {
+    std::string preset;
+    int64_t need = 0;
+    int64_t disk_bytes_per_token = 0, memory_bytes_per_token = 0;
+    double seconds_per_token = 0;
+    int prefill_chunk = 0;
+    double prefill_tokens_per_s = 0;
+};
+
+Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const std::string& preset, double disk_gbps,
+                   double expert_gbps, double mem_gbps) {
+    Projection p;
+    p.preset = preset;
+    p.need = plan.need_bytes;
+    const auto& c = m.config;
+    int64_t streamed = 0, pinned = 0;
+    for (size_t il = 0; il < m.layer_bytes.size(); ++il) {
+        bool is_pinned = !plan.streaming || (il < plan.trunk.pinned.size() && plan.trunk.pinned[il]);
+        (is_pinned ? pinned : streamed) += m.layer_bytes[il];
+    }
+    const double pool_slots = double(m.moe_layers) * c.num_experts;
+    const double hit = plan.streaming ? std::min(1.0, plan.cache_slots / pool_slots) : 1.0;
+    const double experts_per_token = double(c.num_experts_per_token) * m.moe_layers;
+    const double expert_disk = experts_per_token * (1 - hit) * double(m.one_expert);
+    const double expert_mem = experts_per_token * hit * double(m.one_expert);
+    p.disk_bytes_per_token = streamed + int64_t(expert_disk);
+    p.memory_bytes_per_token = pinned + int64_t(expert_mem) + m.lm_head;
+    p.seconds_per_token = double(streamed) / (disk_gbps * 1e9) + expert_disk / (expert_gbps * 1e9) +
+                          double(p.memory_bytes_per_token) / (mem_gbps * 1e9);
+    // A prefill chunk reads the trunk once and the union of the experts its tokens chose.
+    p.prefill_chunk = 256;
+    const double e = c.num_experts, k = c.num_experts_per_token;
+    const double union_share = 1 - std::pow(1 - k / e, p.prefill_chunk);
+    const double chunk_expert_disk = union_share * e * m.moe_layers * (1 - hit) * double(m.one_expert);
+    const double chunk_seconds = double(streamed) / (disk_gbps * 1e9) + chunk_expert_disk / (expert_gbps * 1e9) +
+                                 double(pinned + m.lm_head) / (mem_gbps * 1e9) +
+                                 union_share * e * m.moe_layers * hit * double(m.one_expert) / (mem_gbps * 1e9);
+    p.prefill_tokens_per_s = p.prefill_chunk / chunk_seconds;
+    return p;
+}
+
+std::string gb(int64_t bytes) { return io::format_gb(bytes); }
+
+}  // namespace
+
+int doctor_main(int argc, char** argv) {
+    std::string target, disk_dir;
+    double seconds = 1.5, disk_gbps = 0, mem_gbps = 0, memory_gb = 0;
+    bool json = false;
+    try {
+        for (int i = 1; i < argc; ++i) {
+            std::string a = argv[i];
+            auto value = [&]() -> std::string {
+                if (i + 1 >= argc) throw Error(ErrorKind::Usage, a + " needs a value");
+                return argv[++i];
+            };
+            if (a == "--help" || a == "-h") {
+                usage(stdout);
+                return 0;
+            } else if (a == "--json") {
+                json = true;
+            } else if (a == "--disk") {
+                disk_dir = value();
+            } else if (a == "--seconds") {
+                seconds = std::stod(value());
+            } else if (a == "--disk-gbps") {
+                disk_gbps = std::stod(value());
+            } else if (a == "--mem-gbps") {
+                mem_gbps = std::stod(value());
+            } else if (a == "--memory-gb") {
+                memory_gb = std::stod(value());
+            } else if (!a.empty() && a[0] == '-') {
+                throw Error(ErrorKind::Usage, "unknown option " + a);
+            } else if (target.empty()) {
+                target = a;
+            } else {
+                throw Error(ErrorKind::Usage, "unexpected argument " + a);
+            }
+        }
+        if (!(seconds > 0 && seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+
+        // ---- the model ----
+        ModelSizes model;
+        std::filesystem::path model_dir;
+        std::vector<std::filesystem::path> model_files;
+        if (target.empty()) {
+            model = sizes_of(parse_config(kKimiK3Config, "built-in Kimi K3 config"), "Kimi K3 (built-in config)");
+            model_dir = disk_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(disk_dir);
+        } else if (std::filesystem::is_directory(target)) {
+            model_dir = target;
+            model = sizes_of(load_config(model_dir / "config.json"), model_dir.filename().string());
+            model_files = io::bench_files(model_dir);
+        } else {
+            model = sizes_of(load_config(target), target);
+            model_dir = disk_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(disk_dir);
+        }
+        if (!std::filesystem::is_directory(model_dir))
+            throw Error(ErrorKind::Usage, "no such directory: " + model_dir.string());
+
+        // ---- the machine ----
+        const Kernels& kernels = select_kernels();
+        const int cores = physical_cores();
+        const unsigned logical = std::thread::hardware_concurrency();
+        const int64_t mem_total = meminfo_bytes("MemTotal"), mem_available = meminfo_bytes("MemAvailable");
+        const Cgroup cg = read_cgroup();
+        int64_t usable = mem_available;
+        if (cg.memory_max > 0) usable = std::min(usable, cg.memory_max);
+        if (memory_gb > 0) usable = int64_t(memory_gb * 1e9);
+        struct rlimit memlock {};
+        ::getrlimit(RLIMIT_MEMLOCK, &memlock);
+        const bool memlock_unlimited = memlock.rlim_cur == RLIM_INFINITY;
+        const std::string thp = bracketed_choice("/sys/kernel/mm/transparent_hugepage/enabled");
+        const std::string thp_defrag = bracketed_choice("/sys/kernel/mm/transparent_hugepage/defrag");
+        double load1 = 0;
+        std::istringstream(read_file("/proc/loadavg")) >> load1;
+        Disk disk = check_disk(model_dir, model_files, model.one_expert, seconds, disk_gbps);
+        if (mem_gbps <= 0) mem_gbps = measure_memory_gbps(seconds / 2);
+
+        // ---- the plan: the largest preset that fits ----
+        std::vector<std::string> problems, advice;
+        const io::ModelFootprint fp = footprint_of(model);
+        std::vector<std::pair<std::string, io::MemoryPlan>> fits;
+        std::vector<std::pair<std::string, std::string>> refused;  // plan, why
+        auto try_plan = [&](const std::string& name, double trunk_gb = -1, double cache_gb = -1) {
+            MemoryOptions o;
+            o.preset = name == "minimal" ? "" : name;
+            o.trunk_gb = trunk_gb;
+            o.cache_gb = cache_gb;
+            try {
+                fits.emplace_back(name, io::make_memory_plan(fp, o, usable));
+            } catch (const Error& e) {
+                refused.emplace_back(name.empty() ? "resident" : name, e.what());
+            }
+        };
+        try_plan("");  // everything resident
+        for (const auto& p : io::memory_presets()) try_plan(std::string(p.name));
+        // The least memory the engine can stream this model in: a ring of two slots for the
+        // largest streamed layer and top-k + 1 expert slots.
+        const double min_trunk_gb = double(io::smallest_trunk_budget(fp.layer_alloc_bytes)) / io::kGB;
+        const double min_cache_gb = double(fp.experts_per_token + 1) * double(fp.expert_slot_bytes) / io::kGB;
+        try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);
+        // Largest need first: the fastest plan that fits.
+        std::stable_sort(fits.begin(), fits.end(),
+                         [](const auto& a, const auto& b) { return a.second.need_bytes > b.second.need_bytes; });
+        std::vector<Projection> projections;
+        for (const auto& [name, plan] : fits)
+            projections.push_back(project(model, plan, name.empty() ? "resident" : name, std::max(disk.seq_gbps, 1e-3),
+                                          std::max(disk.expert_gbps, 1e-3), mem_gbps));
+        if (fits.empty())
+            problems.push_back("no memory plan fits in " + gb(usable) + " usable memory; the smallest, " +
+                               refused.back().first + ": " + refused.back().second);
+        const int64_t pack_bytes = std::accumulate(model.layer_bytes.begin(), model.layer_bytes.end(), int64_t(0));
+        if (model_files.empty() && disk.free_bytes >= 0 && disk.free_bytes < model.total())
+            problems.push_back("the model needs " + gb(model.total()) + " of disk and " + disk.dir.string() + " has " +
+                               gb(disk.free_bytes) + " free");
+        if (!disk.direct)
+            advice.push_back("O_DIRECT is refused on " + disk.dir.string() +
+                             " (tmpfs, some network or FUSE filesystems): reads go through the page cache, slower "
+                             "and with less predictable memory; keep the model on a local ext4/xfs disk");
+        if (!memlock_unlimited)
+            advice.push_back("RLIMIT_MEMLOCK is " + gb(int64_t(memlock.rlim_cur)) +
+                             ": the pinned trunk may be paged out under memory pressure; raise it (LimitMEMLOCK=infinity in "
+                             "the unit, --ulimit memlock=-1:-1 in Docker)");
+        if (thp == "always")
+            advice.push_back("transparent huge pages are 'always': first-touch compaction can stall loading; 'madvise' is better");
+        if (load1 > cores)
+            advice.push_back("the load average (" + std::to_string(load1).substr(0, 4) + ") exceeds the " +
+                             std::to_string(cores) + " physical cores: other work will slow every token");
+        if (cg.cpus > 0 && cg.cpus < cores)
+            advice.push_back("the cgroup allows " + std::to_string(cg.cpus).substr(0, 4) + " CPUs: pass --threads " +
+                             std::to_string(std::max(1, int(cg.cpus))));
+        if (disk.measured && disk.seq_gbps < 0.3)
+            advice.push_back("reads run at " + std::to_string(disk.seq_gbps).substr(0, 4) +
+                             " GB/s: a network disk or an HDD? Expert reads dominate streamed decoding");
+        if (!model_files.empty() && pack_bytes > 0 && !projections.empty() && projections.front().preset != "resident")
+            advice.push_back("a packed trunk (k3serve pack-trunk) on the fastest local disk reads the streamed layers in one pass");
+
+        std::string next;
+        const std::string where = target.empty() ? "/srv/models/kimi-k3" : model_dir.string();
+        if (target.empty())
+            next = "k3serve download moonshotai/Kimi-K3 " + where + " && k3serve serve " + where;
+        else if (!projections.empty())
+            next = "k3serve verify " + where + " && k3serve serve " + where;
+        if (!next.empty() && !projections.empty()) {
+            const std::string& best = projections.front().preset;
+            if (best == "minimal")
+                next += " --trunk-gb " + std::to_string(min_trunk_gb + 0.005).substr(0, 5) + " --cache-gb " +
+                        std::to_string(min_cache_gb + 0.005).substr(0, 5);
+            else if (best != "resident")
+                next += " --preset " + best;
+        }
+
+        if (json) {
+            nlohmann::json j;
+            j["cpu"] = {{"model", cpu_model()}, {"kernels", kernels.name}, {"physical_cores", cores}, {"logical_cpus", logical}};
+            j["memory"] = {{"total_bytes", mem_total}, {"available_bytes", mem_available}, {"usable_bytes", usable},
+                           {"bandwidth_gbps", mem_gbps}};
+            j["cgroup"] = {{"memory_max_bytes", cg.memory_max}, {"cpus", cg.cpus}};
+            j["disk"] = {{"dir", disk.dir.string()}, {"free_bytes", disk.free_bytes}, {"o_direct", disk.direct},
+                         {"sequential_gbps", disk.seq_gbps}, {"expert_read_gbps", disk.expert_gbps}, {"note", disk.note}};
+            j["memlock"] = memlock_unlimited ? nlohmann::json("unlimited") : nlohmann::json(int64_t(memlock.rlim_cur));
+            j["transparent_hugepages"] = {{"enabled", thp}, {"defrag", thp_defrag}};
+            j["load_average_1m"] = load1;
+            j["model"] = {{"name", model.name}, {"total_bytes", model.total()}, {"trunk_bytes", pack_bytes},
+                          {"expert_pool_bytes", model.pool}, {"one_expert_bytes", model.one_expert}};
+            nlohmann::json plans = nlohmann::json::array();
+            for (const auto& p : projections)
+                plans.push_back({{"preset", p.preset}, {"memory_bytes", p.need},
+                                 {"disk_bytes_per_token", p.disk_bytes_per_token},
+                                 {"memory_bytes_per_token", p.memory_bytes_per_token},
+                                 {"seconds_per_token", p.seconds_per_token}, {"prefill_chunk", p.prefill_chunk},
+                                 {"prefill_tokens_per_s", p.prefill_tokens_per_s}});
+            j["plans"] = plans;
+            nlohmann::json why = nlohmann::json::array();
+            for (const auto& [name, reason] : refused) why.push_back({{"preset", name}, {"reason", reason}});
+            j["refused"] = why;
+            j["recommended"] = projections.empty() ? nlohmann::json(nullptr) : nlohmann::json(projections.front().preset);
+            j["can_run"] = problems.empty();
+            j["problems"] = problems;
+            j["advice"] = advice;
+            j["next"] = next;
+            std::printf("%s\n", j.dump(2).c_str());
+        } else {
+            std::printf("machine\n");
+            std::printf("  cpu             %s; kernels %s; %d physical cores (%u logical)\n", cpu_model().c_str(),
+                        kernels.name, cores, logical);
+            std::printf("  memory          %s total, %s available", gb(mem_total).c_str(), gb(mem_available).c_str());
+            if (cg.memory_max > 0) std::printf(", cgroup limit %s", gb(cg.memory_max).c_str());
+            std::printf("; reads at %.1f GB/s\n", mem_gbps);
+            if (cg.cpus > 0) std::printf("  cgroup cpus     %.2f\n", cg.cpus);
+            std::printf("  disk            %s: %s free; O_DIRECT %s; sequential %.2f GB/s, expert reads %.2f GB/s (%s)\n",
+                        disk.dir.string().c_str(), disk.free_bytes >= 0 ? gb(disk.free_bytes).c_str() : "?",
+                        disk.direct ? "works" : "REFUSED", disk.seq_gbps, disk.expert_gbps, disk.note.c_str());
+            std::printf("  memlock         %s\n", memlock_unlimited ? "unlimited" : gb(int64_t(memlock.rlim_cur)).c_str());
+            std::printf("  huge pages      enabled [%s], defrag [%s]\n", thp.c_str(), thp_defrag.c_str());
+            std::printf("  load            %.2f (1 min)\n", load1);
+            std::printf("\nmodel %s: %s in all (trunk %s, expert pool %s)\n", model.name.c_str(), gb(model.total()).c_str(),
+                        gb(pack_bytes).c_str(), gb(model.pool).c_str());
+            if (!projections.empty()) {
+                std::printf("  %-12s %12s %16s %14s %16s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s");
+                for (const auto& p : projections)
+                    std::printf("  %-12s %12s %16s %14.3f %16.2f\n", p.preset.c_str(), gb(p.need).c_str(),
+                                gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s);
+                std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
+                            "  bandwidths above, not measurements of the model)\n",
+                            projections.front().preset.c_str());
+            }
+            for (const auto& a : advice) std::printf("\nnote: %s\n", a.c_str());
+            for (const auto& p : problems) std::printf("\nCANNOT RUN: %s\n", p.c_str());
+            if (!next.empty() && problems.empty()) std::printf("\nnext: %s\n", next.c_str());
+        }
+        return problems.empty() ? 0 : kExitCannotRun;
+    } catch (const Error& e) {
+        std::fprintf(stderr, "k3serve doctor: %s\n", e.what());
+        return exit_code_for(e.kind());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "k3serve doctor: %s\n", e.what());
+        return 1;
+    }
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""`k3serve doctor`: the machine facts it reports agree with the machine, the plans it proposes
+for a model agree with the model's sizes, and it refuses (exit 3) when nothing fits."""
+import json, os, shutil, subprocess, tempfile, unittest
+
+BIN = os.environ.get('K3SERVE_BIN', 'build/k3serve')
+
+
+def doctor(*args):
+    r = subprocess.run([BIN, 'doctor', '--json', '--seconds', '0.3', *args], capture_output=True, text=True, timeout=120)
+    return r.returncode, (json.loads(r.stdout) if r.stdout.strip().startswith('{') else None), r.stderr
+
+
+class Doctor(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix='k3-doctor-', dir=os.environ.get('K3_TEST_TMP'))
+        cls.model = os.path.join(cls.tmp, 'tiny')
+        subprocess.run([BIN, 'make-model', cls.model, '--preset', 'tiny'], check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_machine_facts(self):
+        rc, j, err = doctor(self.model)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(j['cpu']['logical_cpus'], os.cpu_count())
+        self.assertLessEqual(j['cpu']['physical_cores'], os.cpu_count())
+        self.assertIn(j['cpu']['kernels'], ('scalar', 'avx2', 'avx512'))
+        flags = open('/proc/cpuinfo').read()
+        if j['cpu']['kernels'] == 'avx512':
+            self.assertIn('avx512f', flags)
+        meminfo = dict(l.split(':') for l in open('/proc/meminfo'))
+        self.assertEqual(j['memory']['total_bytes'], int(meminfo['MemTotal'].split()[0]) * 1024)
+        st = os.statvfs(self.model)
+        self.assertAlmostEqual(j['disk']['free_bytes'], st.f_bavail * st.f_frsize, delta=1 << 30)
+        self.assertGreater(j['disk']['sequential_gbps'], 0)
+        self.assertGreater(j['memory']['bandwidth_gbps'], 0)
+        self.assertIn(j['transparent_hugepages']['enabled'], ('always', 'madvise', 'never'))
+
+    def test_a_small_model_runs_resident(self):
+        rc, j, err = doctor(self.model, '--disk-gbps', '1', '--mem-gbps', '10')
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(j['can_run'])
+        self.assertEqual(j['recommended'], 'resident')
+        self.assertEqual(j['plans'][0]['disk_bytes_per_token'], 0)
+        self.assertIn(f'k3serve serve {self.model}', j['next'])
+
+    def test_real_k3_plans_follow_memory(self):
+        common = ('--disk', self.tmp, '--disk-gbps', '2', '--mem-gbps', '20')
+        plans = {}
+        for gb in (12, 128, 256):
+            rc, j, err = doctor(*common, '--memory-gb', str(gb))
+            self.assertIsNotNone(j, err)
+            # The 1.56 TB checkpoint does not fit on this machine's disk: exit 3, saying so.
+            self.assertEqual(rc, 3)
+            self.assertTrue(any('of disk' in p for p in j['problems']), j['problems'])
+            self.assertEqual(j['model']['name'], 'Kimi K3 (built-in config)')
+            self.assertAlmostEqual(j['model']['trunk_bytes'] / 1e9, 108.8, delta=1.0)   # spec: ~109 GB bf16 trunk
+            self.assertTrue(all(p['memory_bytes'] <= 0.95 * gb * 1e9 for p in j['plans']))
+            plans[gb] = j
+        self.assertEqual(plans[12]['recommended'], 'minimal')
+        self.assertEqual(plans[128]['recommended'], 'workstation')
+        self.assertEqual(plans[256]['recommended'], 'max')
+        minimal = plans[12]['plans'][0]
+        # With a two-slot ring nearly the whole trunk streams: at least trunk - 5 GB per token.
+        self.assertGreater(minimal['disk_bytes_per_token'], plans[12]['model']['trunk_bytes'] - 5e9)
+        self.assertIn('--trunk-gb', plans[12]['next'])
+        best = plans[256]['plans'][0]
+        self.assertLess(best['seconds_per_token'], minimal['seconds_per_token'] / 2)
+        self.assertLess(best['disk_bytes_per_token'], minimal['disk_bytes_per_token'])
+        # At 1 GB no plan fits at all.
+        rc, j1, _ = doctor(*common, '--memory-gb', '1')
+        self.assertEqual(rc, 3)
+        self.assertEqual(j1['plans'], [])
+        self.assertTrue(any('no memory plan fits' in p for p in j1['problems']))
+
+    def test_text_report_and_usage_error(self):
+        r = subprocess.run([BIN, 'doctor', self.model, '--seconds', '0.3'], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('recommended: resident', r.stdout)
+        self.assertIn('next: k3serve verify', r.stdout)
+        r = subprocess.run([BIN, 'doctor', '--bogus'], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('unknown option --bogus', r.stderr)
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
