@@ -1,4 +1,5 @@
-# k3serve container image (multi-stage, Debian 12).
+# k3serve container image (multi-stage, Debian 12). scripts/container-test.sh builds and runs it
+# with podman from a locally debootstrapped base image.
 #   docker build -t k3serve .
 #   docker run --rm -p 127.0.0.1:8080:8080 --ulimit memlock=-1:-1 \
 #       -v /srv/models/k3:/models/k3:ro k3serve serve /models/k3
@@ -16,18 +17,19 @@ RUN K3_WITH_NODE=0 bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK3_BUILD_BENCH=OFF \
  && cmake --build build -j"$(nproc)" \
- && cd build && ctest --output-on-failure -j"$(nproc)" -E '^node_'
+ && cd build && ctest --output-on-failure -j"$(nproc)" -E '^(node_|deploy_)'
 
 FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libgomp1 libspdlog1.10 libfmt9 libcpp-httplib0.11 libpcre2-8-0 liburing2 libsystemd0 curl ca-certificates \
+      libgomp1 libspdlog1.10 libfmt9 libcpp-httplib0.11 libpcre2-8-0 liburing2 libsystemd0 libcurl4 libssl3 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /var/lib/k3serve --create-home --shell /usr/sbin/nologin k3serve
 COPY --from=build /src/build/k3serve /usr/local/bin/k3serve
 COPY config/k3serve.example.json /etc/k3serve/k3serve.example.json
 COPY README.md /usr/local/share/doc/k3serve/README.md
+COPY docs /usr/local/share/doc/k3serve/docs
 USER k3serve
 WORKDIR /var/lib/k3serve
 ENV K3SERVE_HOST=0.0.0.0 K3SERVE_PORT=8080
