@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <string>
 
-#include "k3/engine.h"
+#include "k3/status.h"
 
 namespace k3::io {
 

@@ -9,7 +9,7 @@
 #include "model/activations.h"
 #include "weights/checkpoint.h"
 #include "model/compute.h"
-#include "k3/engine.h"
+#include "k3/status.h"
 #include "model/state.h"
 #include "util/aligned_bytes.h"
 #include "store/weight_store.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "weights/checkpoint.h"
-#include "k3/engine.h"
+#include "k3/options.h"
 
 namespace k3::io {
 

@@ -11,7 +11,8 @@
 #include <string>
 
 #include "weights/checkpoint.h"
-#include "k3/engine.h"
+#include "k3/options.h"
+#include "k3/status.h"
 
 namespace k3 {
 

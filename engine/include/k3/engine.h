@@ -4,7 +4,6 @@
 // history, MLA KV rows) and its logits. Neither is thread-safe: exactly one thread (the daemon's
 // engine worker, or the CLI's main thread) uses an Engine and its Sessions.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,42 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "k3/options.h"
+#include "k3/status.h"
+
 namespace k3 {
-
-// Expected per-request failures are returned, not thrown.
-enum class StatusCode {
-    Ok,
-    Cancelled,         // the cancel flag was set; the session is left at a consistent prefix
-    ContextFull,       // the sequence would exceed the session's context
-    InvalidArgument,   // bad token id, empty prompt, ...
-    IoError,           // a weight read failed or came back short: no token was produced from it
-    Internal,
-};
-
-struct Status {
-    StatusCode code = StatusCode::Ok;
-    std::string message;
-    bool ok() const { return code == StatusCode::Ok; }
-    static Status Ok() { return {}; }
-};
-
-using CancelFlag = std::atomic<bool>;
-
-// How much memory the engine may use for weights (spec 5.2, issue "memory dial").
-struct MemoryOptions {
-    std::string preset;        // "" (everything resident), "laptop", "desktop", "workstation",
-                               // "server", "max", "auto"
-    double trunk_gb = -1;      // explicit overrides; < 0 = from the preset
-    double cache_gb = -1;
-    std::string trunk_dir;     // optional packed trunk (k3serve pack-trunk)
-};
-
-struct EngineOptions {
-    std::string model_dir;
-    MemoryOptions memory;
-    int threads = 0;           // 0 = number of physical cores
-    std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512" to force
-};
 
 // Facts about the loaded model, for logs, /props and /v1/models.
 struct ModelInfo {
@@ -101,7 +68,7 @@ class Engine {
 public:
     virtual ~Engine() = default;
 
-    // Loads and validates the checkpoint; throws k3::Error (util/error.h) naming the file and
+    // Loads and validates the checkpoint; throws k3::Error (k3/error.h) naming the file and
     // what is wrong. `progress` (may be empty) receives human-readable loading status lines.
     static std::unique_ptr<Engine> load(const EngineOptions& options,
                                         const std::function<void(const std::string&)>& progress = {});
