@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "model/blocks.h"
+#include "model/layer_lease.h"
 #include "io/file_read.h"
 #include "model/norms.h"
 #include "util/check.h"
@@ -82,18 +83,19 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
     const auto* embed = reinterpret_cast<const uint16_t*>(m.embed.data());
     for (int t = 0; t < T; ++t)
         for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(embed[tokens[t] * E + i]);
+    trace_step(m.trace, "embed", -1, a.pref.data(), T, E);
 
     int n_blocks = 0;
     for (int il = 0; il < c.num_hidden_layers; ++il) {
         if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
-        const uint8_t* run = nullptr;
-        if (Status s = m.store.acquire_layer(il, &run); !s.ok()) return s;
-        widen_layer_vectors(c, m.layouts[il], run, m.vectors[il]);
-        const LayerWeights w = bind_layer(m.layouts[il], run, m.vectors[il]);
+        const LayerLease layer(m, il);
+        if (!layer.status().ok()) return layer.status();
+        const LayerWeights& w = layer.weights();
 
         // pre-attention mix of the block snapshots and the running residual (once any exist)
         if (n_blocks > 0) mix_residuals(m, n_blocks, w.fold_attn, a.h.data(), T);
         else std::copy_n(a.pref.data(), T * E, a.h.data());
+        trace_step(m.trace, "attn_in", il, a.h.data(), T, E);
         // at a block boundary, snapshot the running residual; the new block starts empty
         const bool block_start = il % c.attn_res_block_size == 0;
         if (block_start) {
@@ -109,22 +111,24 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
                       st.n_ctx);
         else
             kda_block(m, w.kda, st.kda_state(il), a.x.data(), a.out.data(), T);
+        trace_step(m.trace, "attn_out", il, a.out.data(), T, E);
         // residual: pref = attn (new block) or pref + attn
         for (int64_t i = 0; i < T * E; ++i) a.pref[i] = block_start ? a.out[i] : a.pref[i] + a.out[i];
         // pre-MLP mix (a snapshot always exists here: layer 0 is a block start)
         mix_residuals(m, n_blocks, w.fold_mlp, a.h.data(), T);
+        trace_step(m.trace, "ffn_in", il, a.h.data(), T, E);
         // MLP rmsnorm
         rmsnorm_rows(m, a.h.data(), w.post_norm, a.x.data(), T);
         // MLP: dense for the first layers, latent MoE after
         if (c.is_dense(il)) {
             dense_mlp(m, w.dense, a.x.data(), a.out.data(), T);
         } else if (Status s = moe_ffn(m, w.moe, il, a.x.data(), a.out.data(), T); !s.ok()) {
-            m.store.release_layer(il);
-            return s;
+            return s;  // the lease gives the layer back
         }
+        trace_step(m.trace, c.is_dense(il) ? "mlp_out" : "moe_out", il, a.out.data(), T, E);
         // residual
         for (int64_t i = 0; i < T * E; ++i) a.pref[i] += a.out[i];
-        m.store.release_layer(il);
+        trace_step(m.trace, "out", il, a.pref.data(), T, E);
     }
 
     // model-level mix, final norm and lm_head, for the positions whose logits are wanted
@@ -140,6 +144,7 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
         attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
         rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
     });
+    trace_step(m.trace, "result_norm", -1, a.final_h.data(), n_out, E);
     m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), logits, V, E,
                           n_out);
     return Status::Ok();

@@ -11,6 +11,7 @@
 #include "model/compute.h"
 #include "k3/status.h"
 #include "model/state.h"
+#include "model/trace.h"
 #include "util/aligned_bytes.h"
 #include "store/weight_store.h"
 #include "weights/weights.h"
@@ -34,6 +35,9 @@ struct Model {
     std::vector<float> fold_out;          // [E]  output_attn_res_norm ⊙ output_attn_res_proj
 
     Activations act;
+
+    // When set, forward() hands it every named intermediate (trace.h); tests attach one.
+    Trace* trace = nullptr;
 };
 
 // Evaluates tokens (at most m.act.max_tokens, chunk_tokens_for(cfg)) at positions st.n_past..., advancing the KDA state

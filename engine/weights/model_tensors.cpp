@@ -1,8 +1,10 @@
-// The tensor table (spec section 3.2). Shapes are [out][in] row-major; MXFP4 tensors are
-// [rows][in/2] packed bytes and [rows][in/32] E8M0 scales.
+// The tensor list (spec section 3.2): the layer trunk tensors come from the layer tensor table
+// (layer_tensors.cpp); the experts and model-level tensors are here. Shapes are [out][in]
+// row-major; MXFP4 tensors are [rows][in/2] packed bytes and [rows][in/32] E8M0 scales.
 #include "weights/model_tensors.h"
 
 #include "util/check.h"
+#include "weights/layer_tensors.h"
 
 namespace k3 {
 
@@ -59,63 +61,8 @@ void add(std::vector<TensorSpec>& out, std::string name, DType dt, std::vector<i
 std::vector<TensorSpec> layer_trunk_tensors(const ModelConfig& c, int il) {
     std::vector<TensorSpec> t;
     const std::string p = layer_prefix(il);
-    const int64_t E = c.hidden_size;
-    auto trunk = [&](const std::string& name, DType dt, std::vector<int64_t> shape) {
-        add(t, p + name, dt, std::move(shape), TensorRole::LayerTrunk, il);
-    };
-
-    // Norms and attention-residual vectors.
-    trunk("input_layernorm.weight", DType::BF16, {E});
-    trunk("post_attention_layernorm.weight", DType::BF16, {E});
-    trunk("self_attention_res_norm.weight", DType::BF16, {E});
-    trunk("self_attention_res_proj.weight", DType::BF16, {1, E});
-    trunk("mlp_res_norm.weight", DType::BF16, {E});
-    trunk("mlp_res_proj.weight", DType::BF16, {1, E});
-
-    if (c.is_mla(il)) {
-        const int64_t H = c.num_attention_heads;
-        trunk("self_attn.q_a_proj.weight", DType::BF16, {c.q_lora_rank, E});
-        trunk("self_attn.q_a_layernorm.weight", DType::BF16, {c.q_lora_rank});
-        trunk("self_attn.q_b_proj.weight", DType::BF16, {H * c.mla_q_head_dim(), c.q_lora_rank});
-        trunk("self_attn.kv_a_proj_with_mqa.weight", DType::BF16, {c.mla_kv_latent_dim(), E});
-        trunk("self_attn.kv_a_layernorm.weight", DType::BF16, {c.kv_lora_rank});
-        trunk("self_attn.kv_b_proj.weight", DType::BF16, {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
-        trunk("self_attn.o_proj.weight", DType::BF16, {E, H * c.v_head_dim});
-        trunk("self_attn.g_proj.weight", DType::BF16, {H * c.v_head_dim, E});
-    } else {
-        const int64_t P = c.kda_width(), D = c.kda_head_dim, K = c.short_conv_kernel_size;
-        trunk("self_attn.q_proj.weight", DType::BF16, {P, E});
-        trunk("self_attn.k_proj.weight", DType::BF16, {P, E});
-        trunk("self_attn.v_proj.weight", DType::BF16, {P, E});
-        trunk("self_attn.q_conv1d.weight", DType::F32, {P, 1, K});
-        trunk("self_attn.k_conv1d.weight", DType::F32, {P, 1, K});
-        trunk("self_attn.v_conv1d.weight", DType::F32, {P, 1, K});
-        trunk("self_attn.A_log", DType::F32, {c.a_log_len()});
-        trunk("self_attn.dt_bias", DType::F32, {P});
-        trunk("self_attn.f_a_proj.weight", DType::BF16, {D, E});
-        trunk("self_attn.f_b_proj.weight", DType::BF16, {P, D});
-        trunk("self_attn.b_proj.weight", DType::BF16, {c.kda_num_heads, E});
-        trunk("self_attn.g_proj.weight", DType::BF16, {P, E});
-        trunk("self_attn.o_norm.weight", DType::F32, {D});
-        trunk("self_attn.o_proj.weight", DType::BF16, {E, P});
-    }
-
-    if (c.is_dense(il)) {
-        const int64_t F = c.intermediate_size;
-        trunk("mlp.gate_proj.weight", DType::BF16, {F, E});
-        trunk("mlp.up_proj.weight", DType::BF16, {F, E});
-        trunk("mlp.down_proj.weight", DType::BF16, {E, F});
-    } else {
-        const int64_t L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
-        trunk("block_sparse_moe.gate.weight", DType::BF16, {c.num_experts, E});
-        trunk("block_sparse_moe.gate.e_score_correction_bias", DType::F32, {c.num_experts});
-        trunk("block_sparse_moe.routed_expert_down_proj.weight", DType::BF16, {L, E});
-        trunk("block_sparse_moe.routed_expert_norm.weight", DType::BF16, {L});
-        trunk("block_sparse_moe.routed_expert_up_proj.weight", DType::BF16, {E, L});
-        trunk("block_sparse_moe.shared_experts.gate_proj.weight", DType::BF16, {SI, E});
-        trunk("block_sparse_moe.shared_experts.up_proj.weight", DType::BF16, {SI, E});
-        trunk("block_sparse_moe.shared_experts.down_proj.weight", DType::BF16, {E, SI});
-    }
+    for (const LayerTensor& row : layer_tensor_table())
+        if (layer_holds(c, il, row.part)) add(t, p + row.suffix, row.dtype, row.shape(c), TensorRole::LayerTrunk, il);
     return t;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model_test_util.h"
+#include "model/trace_compare.h"
 
 using namespace k3;
 using namespace k3::test;
@@ -61,7 +62,8 @@ double rel_l2(const float* a, const float* b, int n) {
 
 void check_gates(const std::string& preset, const std::string& kernels) {
     const Golden g = load_golden(preset);
-    auto e = load_engine(synthetic_model("golden", preset, g.seed), 2, kernels);
+    const std::string dir = synthetic_model("golden", preset, g.seed);
+    auto e = load_engine(dir, 2, kernels);
     INFO("preset " << preset << ", kernels " << e->info().kernels);
     REQUIRE(e->info().n_vocab == g.vocab);
     const size_t V = size_t(g.vocab), n_prompt = g.prompt.size();
@@ -79,6 +81,14 @@ void check_gates(const std::string& preset, const std::string& kernels) {
         }
         MESSAGE(preset << " (" << e->info().kernels << "): worst rel-L2 over " << g.greedy.size()
                        << " positions = " << worst);
+        if (worst > kMaxRelL2) {
+            // Name the step where the engine first parts from the reference (test_trace.cpp).
+            AttachedTrace trace(*e);
+            REQUIRE(e->new_session(int(g.greedy.size()))->prefill_all_logits(g.greedy, logits).ok());
+            const std::string scratch = env_or("K3_TEST_TMP", "/tmp/k3-test") + std::string("/golden-trace");
+            MESSAGE("first step that diverges from the reference: "
+                    << first_divergence(trace.recorder.steps, reference_trace(dir, g.greedy, scratch), kMaxRelL2));
+        }
     }
     SUBCASE("gate 2: greedy by repeated full prefill") {
         std::vector<int32_t> seq = g.prompt;

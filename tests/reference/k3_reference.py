@@ -297,7 +297,10 @@ class K3Reference:
     def forward(self, ids, trace=None):
         """Logits [T][vocab] for every position of `ids` (full-sequence evaluation).
 
-        `trace`, when a dict, collects per-layer facts (residual RMS, routing, snapshots).
+        `trace`, when a dict, collects per-layer facts (residual RMS, routing, snapshots) and,
+        under "steps", the named intermediates in the engine's order and spelling
+        (engine/model/trace.h): embed, blk.N.{attn_in,attn_out,ffn_in,mlp_out|moe_out,out},
+        result_norm, each [T][hidden].
         """
         c = self.cfg
         ids = np.asarray(ids, dtype=np.int64)
@@ -308,7 +311,8 @@ class K3Reference:
         h = self.tensor(MODEL + "embed_tokens.weight", (c.vocab_size, E))[ids]
         blocks = []  # attention-residual snapshots, each [T][E]
         if trace is not None:
-            trace.update(layer_rms=[], layer_kind=[], routing=[], n_snapshots=0, hidden=[])
+            trace.update(layer_rms=[], layer_kind=[], routing=[], n_snapshots=0, hidden=[], steps=[])
+        self.step(trace, "embed", h)
         for il in range(c.num_hidden_layers):
             h = self.decoder_layer(il, h, blocks, trace)
         # model-level aggregator over the snapshots and the final residual, then the final norm
@@ -316,10 +320,17 @@ class K3Reference:
         if not self.mut["model_level_mix_skipped"]:
             h = self.attn_res(blocks + [h], fold_out)
         x = rms_norm(h, self.tensor(MODEL + "norm.weight", (E,)), c.rms_norm_eps)
+        self.step(trace, "result_norm", x)
         if trace is not None:
             trace["n_snapshots"] = len(blocks)
             trace["final_rms"] = float(np.sqrt(np.mean(h.astype(np.float64) ** 2)))
         return x @ self.tensor(LM_HEAD, (c.vocab_size, E)).T
+
+    @staticmethod
+    def step(trace, name, value, il=None):
+        """Records a named intermediate (engine/model/trace.h spelling) when tracing."""
+        if trace is not None:
+            trace["steps"].append((name if il is None else f"blk.{il}.{name}", value))
 
     # ---- spec 2.3: AttnRes aggregator ----
 
@@ -349,19 +360,24 @@ class K3Reference:
         have = True
         if blocks:                                # pre-attention mix only when snapshots exist
             h = self.attn_res(blocks + [pref], fold_attn)
+        self.step(trace, "attn_in", h, il)
         if il % c.attn_res_block_size == 0:       # snapshot then CLEAR
             blocks.append(pref)
             have = self.mut["attn_res_no_clear"]
         x = rms_norm(h, self.layer_tensor(il, "input_layernorm.weight", (E,)), c.rms_norm_eps)
         a = self.mla_attention(il, x) if il in self.mla else self.kda_attention(il, x)
+        self.step(trace, "attn_out", a, il)
         pref = pref + a if have else a
         h = self.attn_res(blocks + [pref], fold_mlp)   # pre-MLP mix, always
+        self.step(trace, "ffn_in", h, il)
         x2 = rms_norm(h, self.layer_tensor(il, "post_attention_layernorm.weight", (E,)), c.rms_norm_eps)
         if il < c.first_k_dense_replace:
             m = self.dense_mlp(il, x2)
         else:
             m = self.latent_moe(il, x2, trace)
+        self.step(trace, "mlp_out" if il < c.first_k_dense_replace else "moe_out", m, il)
         pref = pref + m
+        self.step(trace, "out", pref, il)
         if trace is not None:
             trace["layer_rms"].append(float(np.sqrt(np.mean(pref.astype(np.float64) ** 2))))
             trace["hidden"].append(pref)
@@ -546,6 +562,18 @@ class K3Reference:
         return ids
 
 
+def write_trace(path, steps):
+    """steps [(name, [T][W] array)] -> PATH (float32 LE, concatenated) + PATH.json (the index)."""
+    index = []
+    with open(path, "wb") as out:
+        for name, value in steps:
+            value = np.asarray(value, dtype="<f4")
+            index.append({"name": name, "shape": list(value.shape)})
+            out.write(value.tobytes())
+    with open(path + ".json", "w") as out:
+        json.dump({"steps": index}, out, indent=1)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description="Independent numpy reference of the Kimi K3 forward pass.")
     ap.add_argument("model_dir")
@@ -554,6 +582,8 @@ def main(argv):
     ap.add_argument("--dump-logits", help="write the prompt's logits, float32 LE [positions][vocab]")
     ap.add_argument("--dump-hidden", help="write every decoder layer's output (the residual), float32 LE "
                     "[layers][positions][hidden]")
+    ap.add_argument("--dump-trace", help="write the named intermediates (engine/model/trace.h), float32 LE, "
+                    "one after another, and PATH.json listing each step's name and [positions, hidden]")
     ap.add_argument("--float64", action="store_true", help="compute in float64 (self-check of rounding)")
     ap.add_argument("--mutate", action="append", default=[], choices=sorted(MUTATIONS),
                     help="inject a deliberate mistake (repeatable)")
@@ -566,6 +596,8 @@ def main(argv):
         logits.astype("<f4").tofile(args.dump_logits)
     if args.dump_hidden:
         np.stack(trace["hidden"]).astype("<f4").tofile(args.dump_hidden)
+    if args.dump_trace:
+        write_trace(args.dump_trace, trace["steps"])
     print("layer kinds:", " ".join(trace["layer_kind"]))
     print("residual RMS per layer:", " ".join(f"{r:.3g}" for r in trace["layer_rms"]))
     print("argmax per position:", ",".join(str(int(i)) for i in np.argmax(logits, axis=-1)))
