@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "job_outcome.h"
+#include "k3/chat.h"
 #include "k3/engine.h"
 #include "k3/sampler.h"
 
@@ -35,6 +36,13 @@ struct GenerationParams {
     bool thinking = false;               // chat with thinking on: reasoning comes first
     bool ignore_eos = false;
     bool skip_special = true;            // completions: special tokens add no text (vLLM's default)
+
+    // Tool calls (chat): which calls the output parser accepts, and how the turn may use them.
+    ToolParsing tools;                   // disabled: a tools channel is dropped, never parsed
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string forced_tool;             // a named tool_choice: the one tool the turn must call
+    bool parallel_tool_calls = true;     // false: the turn ends after its first call
+    std::string tools_json;              // the declared tools (chat layout), for the call grammar
 };
 
 struct TokenLogprob {
@@ -59,9 +67,15 @@ struct JobEvent {
     std::string content;                 // new response text (always whole UTF-8 characters)
     std::string reasoning;               // new reasoning text (chat with thinking on)
     std::vector<TokenLogprob> logprobs;  // one per token behind this delta, when asked for
+    std::vector<ToolCallDelta> tool_calls;  // pieces of the turn's tool calls, in order
+    // The tools channel turned out malformed: its raw text follows as content and the calls
+    // streamed so far are void (a whole response drops them).
+    bool tool_calls_malformed = false;
     FinishReason finish_reason = FinishReason::Stop;  // Done
     Usage usage;                         // Done (and Error, as far as it got)
     JobFailure failure;                  // Error
+
+    bool has_output() const { return !content.empty() || !reasoning.empty() || !logprobs.empty() || !tool_calls.empty() || tool_calls_malformed; }
 };
 
 // Bounded single-producer (worker) / single-consumer (HTTP thread) event channel.

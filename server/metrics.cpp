@@ -95,6 +95,11 @@ void Metrics::add_prompt_tokens(int prompt, int cached, double prefill_seconds) 
     prompt_seconds_ += prefill_seconds;
 }
 
+void Metrics::count_tool_call_parse_failure() {
+    std::lock_guard lock(mutex_);
+    ++tool_call_parse_failures_;
+}
+
 void Metrics::add_generated_tokens(int n, double decode_seconds) {
     std::lock_guard lock(mutex_);
     generated_tokens_ += static_cast<uint64_t>(n);
@@ -156,6 +161,9 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
         out += std::string("k3serve:requests_total{outcome=\"") + outcome_label(outcome) + "\"} " +
                std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
     }
+    write_metric(out, "k3serve:tool_call_parse_failures_total", "counter",
+                 "Model outputs whose tool calls could not be parsed (returned as content instead).",
+                 double(tool_call_parse_failures_));
     ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
     token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
 

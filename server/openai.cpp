@@ -4,77 +4,12 @@
 #include <set>
 
 #include "k3/error.h"
+#include "openai_fields.h"
+#include "openai_tools.h"
 
 namespace k3::server {
 
 namespace {
-
-// A field that is present and not null, or nullptr.
-const json* field(const json& body, const char* key) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) return nullptr;
-    return &*it;
-}
-
-std::optional<long long> get_int(const json& body, const char* key, long long lo, long long hi) {
-    const json* v = field(body, key);
-    if (!v) return std::nullopt;
-    long long x = 0;
-    if (v->is_number_integer()) {
-        if (v->is_number_unsigned() && v->get<unsigned long long>() > (unsigned long long)hi)
-            throw bad_request(key, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + "]");
-        x = v->get<long long>();
-    } else if (v->is_number_float() && v->get<double>() == double((long long)v->get<double>())) {
-        x = (long long)v->get<double>();
-    } else {
-        throw bad_request(key, std::string("'") + key + "' must be an integer, got " + v->dump(), "invalid_type");
-    }
-    if (x < lo || x > hi)
-        throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                   "], got " + std::to_string(x));
-    return x;
-}
-
-std::optional<double> get_number(const json& body, const char* key, double lo, double hi) {
-    const json* v = field(body, key);
-    if (!v) return std::nullopt;
-    if (!v->is_number())
-        throw bad_request(key, std::string("'") + key + "' must be a number, got " + v->dump(), "invalid_type");
-    double x = v->get<double>();
-    if (!(x >= lo && x <= hi))
-        throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                   "], got " + v->dump());
-    return x;
-}
-
-std::optional<bool> get_bool(const json& body, const char* key) {
-    const json* v = field(body, key);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean())
-        throw bad_request(key, std::string("'") + key + "' must be true or false, got " + v->dump(), "invalid_type");
-    return v->get<bool>();
-}
-
-std::optional<std::string> get_string(const json& body, const char* key) {
-    const json* v = field(body, key);
-    if (!v) return std::nullopt;
-    if (!v->is_string())
-        throw bad_request(key, std::string("'") + key + "' must be a string, got " + v->dump(), "invalid_type");
-    return v->get<std::string>();
-}
-
-void refuse_nonzero(const json& body, const char* key, const std::string& why) {
-    auto x = get_number(body, key, -1e9, 1e9);
-    if (x && *x != 0) throw bad_request(key, std::string("'") + key + "' is not supported: " + why, "unsupported_parameter");
-}
-
-// Strict objects: every key must be known (a typo here changes meaning silently otherwise).
-void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
-    for (auto it = obj.begin(); it != obj.end(); ++it)
-        if (!allowed.count(it.key()))
-            throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
-}
 
 std::string check_model(const json& body, const ModelLimits& limits) {
     auto model = get_string(body, "model");
@@ -96,8 +31,6 @@ void parse_common(const json& body, const ModelLimits& limits, GenerationRequest
     refuse_nonzero(body, "presence_penalty", "penalties are not implemented");
     if (const json* lb = field(body, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
         throw bad_request("logit_bias", "'logit_bias' is not supported", "unsupported_parameter");
-    if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
-        throw bad_request("tools", "'tools' (function calling) is not supported", "unsupported_parameter");
     if (const json* rf = field(body, "response_format")) {
         if (!rf->is_object() || rf->value("type", "") != "text")
             throw bad_request("response_format", "only response_format {\"type\":\"text\"} is supported",
@@ -195,8 +128,28 @@ std::string message_content(const json& m, size_t index) {
     return text;
 }
 
-// `thinking` (true/false or {"type":"enabled"|"disabled"}), `reasoning_effort` (low/high/max
-// turn it on at that effort, none/minimal turn it off) or chat_template_kwargs.thinking.
+// K3's efforts are low, medium, high and max. OpenAI's "minimal" has no K3 level: it means a
+// little thinking, so low (spec 6.5: never off); "xhigh" is max; "none" turns thinking off.
+void apply_reasoning_effort(const std::string& effort, ChatOptions& o, const char* param) {
+    if (effort == "none") {
+        o.thinking = false;
+    } else if (effort == "low" || effort == "medium" || effort == "high" || effort == "max") {
+        o.thinking = true;
+        o.thinking_effort = effort;
+    } else if (effort == "minimal") {
+        o.thinking = true;
+        o.thinking_effort = "low";
+    } else if (effort == "xhigh") {
+        o.thinking = true;
+        o.thinking_effort = "max";
+    } else {
+        throw bad_request(param, std::string("'") + param + "' must be none, minimal, low, medium, high, xhigh or max, got \"" +
+                                     effort + "\"");
+    }
+}
+
+// `thinking` (true/false or {"type":"enabled"|"disabled"}), `reasoning_effort` (see
+// apply_reasoning_effort) or chat_template_kwargs.thinking.
 ChatOptions parse_thinking(const json& body) {
     ChatOptions o;
     if (const json* t = field(body, "thinking")) {
@@ -218,21 +171,96 @@ ChatOptions parse_thinking(const json& body) {
         for (const char* k : {"thinking", "enable_thinking"})
             if (auto b = get_bool(*kw, k)) o.thinking = *b;
     }
-    if (auto effort = get_string(body, "reasoning_effort")) {
-        if (*effort == "none" || *effort == "minimal") {
-            o.thinking = false;
-        } else if (*effort == "low" || *effort == "high" || *effort == "max") {
-            o.thinking = true;
-            o.thinking_effort = *effort;
-        } else if (*effort == "xhigh") {
-            o.thinking = true;
-            o.thinking_effort = "max";
-        } else {
-            throw bad_request("reasoning_effort", "'reasoning_effort' must be none, low, high or max (K3 has no \"" +
-                                                      *effort + "\" level)");
+    if (auto effort = get_string(body, "reasoning_effort")) apply_reasoning_effort(*effort, o, "reasoning_effort");
+    return o;
+}
+
+// An assistant message's calls: `tool_calls` ([] or null: none) or the legacy `function_call`.
+std::vector<ChatToolCall> assistant_calls(const json& m, const std::string& where,
+                                          std::vector<std::pair<std::string, std::string>>& ids) {
+    std::vector<ChatToolCall> calls;
+    auto add = [&](const json& f, const std::string& at, std::string id) {
+        if (!f.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+        auto name = get_string(f, "name");
+        if (!name) throw bad_request(at + ".name", "'" + at + ".name' is required", "missing_required_parameter");
+        auto arguments = get_string(f, "arguments").value_or("{}");
+        calls.push_back({*name, arguments});
+        ids.emplace_back(std::move(id), *name);
+    };
+    if (const json* tc = field(m, "tool_calls")) {
+        if (!tc->is_array()) throw bad_request(where + ".tool_calls", "'tool_calls' must be an array", "invalid_type");
+        for (size_t j = 0; j < tc->size(); ++j) {
+            const json& call = (*tc)[j];
+            std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+            if (!call.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+            check_keys(call, {"id", "type", "function", "index"}, at);
+            if (call.value("type", "function") != "function")
+                throw bad_request(at + ".type", "only function tool calls are supported", "unsupported_parameter");
+            const json* f = field(call, "function");
+            if (!f) throw bad_request(at + ".function", "'" + at + ".function' is required", "missing_required_parameter");
+            add(*f, at + ".function", get_string(call, "id").value_or(""));
         }
     }
-    return o;
+    if (const json* fc = field(m, "function_call")) add(*fc, where + ".function_call", "");
+    return calls;
+}
+
+// OpenAI message objects -> chat messages. Assistant messages may carry everything OpenAI's own
+// responses carry (refusal, annotations, audio, parsed, function_call, tool_calls), so the
+// SDKs' "push the reply and ask again" works; empty ones are ignored.
+std::vector<ChatMessage> parse_chat_messages(const json& messages) {
+    std::vector<ChatMessage> chat;
+    CallRegistry calls;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
+        auto role = get_string(m, "role");
+        if (!role) throw bad_request(where + ".role", "'" + where + ".role' is required", "missing_required_parameter");
+        ChatMessage cm;
+        cm.role = *role == "developer" ? "system" : *role;
+        if (cm.role == "assistant")
+            check_keys(m, {"role", "content", "name", "reasoning_content", "refusal", "parsed", "annotations", "audio",
+                           "function_call", "tool_calls"},
+                       where);
+        else if (cm.role == "tool")
+            check_keys(m, {"role", "content", "tool_call_id"}, where);
+        else if (cm.role == "function")
+            check_keys(m, {"role", "content", "name"}, where);
+        else if (cm.role == "system" || cm.role == "user")
+            check_keys(m, {"role", "content", "name"}, where);
+        else
+            throw bad_request(where + ".role",
+                              "unsupported role '" + *role + "' (system, developer, user, assistant, tool, function)");
+        if (!field(m, "content") && cm.role != "assistant")
+            throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
+        cm.content = message_content(m, i);
+        if (cm.role != "tool") cm.name = get_string(m, "name").value_or("");
+        if (cm.role == "assistant") {
+            if (auto rc = get_string(m, "reasoning_content")) cm.reasoning_content = *rc;
+            // A refusal is what the assistant said when it had no content.
+            if (auto refusal = get_string(m, "refusal"); refusal && cm.content.empty()) cm.content = *refusal;
+            if (const json* a = field(m, "annotations"); a && !a->is_array())
+                throw bad_request(where + ".annotations", "'annotations' must be an array", "invalid_type");
+            std::vector<std::pair<std::string, std::string>> ids;
+            cm.tool_calls = assistant_calls(m, where, ids);
+            calls.add_turn(ids);
+        } else if (cm.role == "tool") {
+            auto id = get_string(m, "tool_call_id");
+            if (!id)
+                throw bad_request(where + ".tool_call_id", "'" + where + ".tool_call_id' is required",
+                                  "missing_required_parameter");
+            std::tie(cm.tool_name, cm.tool_index) = calls.find(*id, where + ".tool_call_id");
+        } else if (cm.role == "function") {  // legacy: the result of the latest call to `name`
+            auto name = get_string(m, "name");
+            if (!name) throw bad_request(where + ".name", "'" + where + ".name' is required", "missing_required_parameter");
+            cm.role = "tool";
+            cm.name.clear();
+            std::tie(cm.tool_name, cm.tool_index) = calls.find_by_name(*name, where + ".name");
+        }
+        chat.push_back(std::move(cm));
+    }
+    return chat;
 }
 
 }  // namespace
@@ -264,6 +292,10 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
     GenerationRequest r;
     r.endpoint = Endpoint::Completions;
     parse_common(body, limits, r);
+    for (const char* key : {"tools", "functions"})
+        if (const json* tools = field(body, key); tools && !(tools->is_array() && tools->empty()))
+            throw bad_request(key, std::string("'") + key + "' (function calling) needs /v1/chat/completions or /v1/responses",
+                              "unsupported_parameter");
     if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
         throw bad_request("suffix", "'suffix' (insert mode) is not supported", "unsupported_parameter");
     const json* prompt = field(body, "prompt");
@@ -305,25 +337,9 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
     if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
-    std::vector<ChatMessage> chat;
-    for (size_t i = 0; i < messages->size(); ++i) {
-        const json& m = (*messages)[i];
-        std::string where = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
-        check_keys(m, {"role", "content", "name", "reasoning_content"}, where);
-        auto role = get_string(m, "role");
-        if (!role) throw bad_request(where + ".role", "'" + where + ".role' is required", "missing_required_parameter");
-        ChatMessage cm;
-        cm.role = *role == "developer" ? "system" : *role;
-        if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-            throw bad_request(where + ".role", "unsupported role '" + *role + "' (system, developer, user, assistant)");
-        if (!field(m, "content") && cm.role != "assistant")
-            throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
-        cm.content = message_content(m, i);
-        if (auto rc = get_string(m, "reasoning_content")) cm.reasoning_content = *rc;
-        chat.push_back(std::move(cm));
-    }
+    std::vector<ChatMessage> chat = parse_chat_messages(*messages);
     ChatOptions options = parse_thinking(body);
+    apply_tools(parse_chat_tools(body), options, r.params);
     try {
         r.prompt = render_chat(tok, chat, options);
     } catch (const Error& e) {

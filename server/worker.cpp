@@ -49,7 +49,7 @@ class OutputDecoder {
 public:
     OutputDecoder(const Tokenizer& tok, const GenerationParams& p) : tok_(tok), skip_special_(p.skip_special) {
         if (p.chat)
-            chat_.emplace(tok, p.thinking);
+            chat_.emplace(tok, p.thinking, p.tools);
         else
             plain_.emplace(tok);
     }
@@ -65,6 +65,7 @@ public:
         d.content = plain_->flush();
         return d;
     }
+    int tool_calls() const { return chat_ ? chat_->tool_calls() : 0; }
 
 private:
     const Tokenizer& tok_;
@@ -175,6 +176,17 @@ void EngineWorker::finish_cancelled(Job& job, const Usage& usage) {
     }
 }
 
+// Moves the parser's tool-call pieces into the event; a malformed channel is logged and counted
+// once (its raw text arrives as content).
+void EngineWorker::take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed) {
+    for (auto& t : delta.tool_calls) event.tool_calls.push_back(std::move(t));
+    if (delta.malformed.empty()) return;
+    malformed = true;
+    event.tool_calls_malformed = true;
+    metrics_.count_tool_call_parse_failure();
+    spdlog::warn("job {}: malformed tool call, returned as content: {}", job.id, delta.malformed);
+}
+
 void EngineWorker::run_job(Job& job) {
     Usage usage;
     usage.prompt_tokens = int(job.prompt.size());
@@ -217,6 +229,7 @@ void EngineWorker::run_job(Job& job) {
     OutputDecoder decoder(tokenizer_, p);
     StopMatcher stop(p.stop);
     FinishReason finish_reason = FinishReason::Length;
+    bool tool_calls_malformed = false;
     auto decode_start = Clock::now();
     auto last_token_at = Clock::now();
     bool cancelled = false;
@@ -239,9 +252,12 @@ void EngineWorker::run_job(Job& job) {
         if (!end) {
             auto delta = decoder.push(id);
             if (!delta.reasoning.empty()) usage.reasoning_tokens++;
+            take_tool_calls(job, delta, event, tool_calls_malformed);
             event.reasoning = std::move(delta.reasoning);
             event.content = stop.push(delta.content);
             end = delta.end_of_turn || stop.stopped();
+            // parallel_tool_calls false: one call, then the turn is over.
+            if (!p.parallel_tool_calls && decoder.tool_calls() > 0 && !tool_calls_malformed) end = true;
         }
         if (end) finish_reason = FinishReason::Stop;
         if (end || n + 1 == p.max_tokens) {
@@ -250,7 +266,7 @@ void EngineWorker::run_job(Job& job) {
             last = std::move(event);
             break;
         }
-        if (!event.content.empty() || !event.reasoning.empty() || !event.logprobs.empty())
+        if (event.has_output())
             if (!emit(job, std::move(event))) {
                 cancelled = true;
                 break;
@@ -288,11 +304,15 @@ void EngineWorker::run_job(Job& job) {
     JobEvent done = std::move(last);
     if (!stop.stopped()) {
         auto rest = decoder.flush();
+        take_tool_calls(job, rest, done, tool_calls_malformed);
         done.reasoning += rest.reasoning;
         done.content += stop.push(rest.content);
         done.content += stop.flush();
     }
     done.kind = JobEvent::Kind::Done;
+    // A turn that ended after well-formed calls finished by calling tools.
+    if (finish_reason == FinishReason::Stop && decoder.tool_calls() > 0 && !tool_calls_malformed)
+        finish_reason = FinishReason::ToolCalls;
     done.finish_reason = finish_reason;
     done.usage = usage;
     metrics_.count_request(RequestOutcome::Ok);

@@ -15,6 +15,7 @@
 
 #include "job.h"
 #include "job_queue.h"
+#include "k3/chat.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
 #include "metrics.h"
@@ -46,6 +47,7 @@ private:
     void run_job(Job& job);
     bool emit(Job& job, JobEvent event);
     void fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage);
+    void take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed);
     void finish_cancelled(Job& job, const Usage& usage);
 
     Engine& engine_;

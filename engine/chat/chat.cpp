@@ -8,12 +8,22 @@
 //     assistant BODY:   [thinking] <|open|>think<|sep|>reasoning<|close|>think<|sep|>
 //                       <|open|>response<|sep|>content<|close|>response<|sep|>
 //   generation prompt: <|open|>message role="assistant"<|sep|><|open|>think|response<|sep|>
+//
+// With tools (xtml-tools.md): a "tool-declare" system message first; an assistant turn with
+// calls adds <|open|>tools<|sep|> <|open|>call tool="NAME" index="N"<|sep|> one
+// <|open|>argument key="K" type="T"<|sep|>BODY<|close|>argument<|sep|> per argument
+// <|close|>call<|sep|> ... <|close|>tools<|sep|> after its response; a tool result is
+// <|open|>message role="tool" tool="NAME" index="N"<|sep|>RESULT<|close|>message<|sep|><|end_of_msg|>;
+// a tool_choice other than auto adds a "tool-choice" system message after the last user turn.
+// Every literal lives in k3/xtml.h.
 #include "k3/chat.h"
+
+#include <nlohmann/json.hpp>
 
 #include <functional>
 
-#include "tokenizer/utf8.h"
 #include "k3/error.h"
+#include "k3/xtml.h"
 
 namespace k3 {
 
@@ -24,27 +34,18 @@ struct ControlIds {
     int32_t open, close, sep, end_of_msg, eos;
 
     explicit ControlIds(const Tokenizer& tok) {
-        open = need(tok, "<|open|>");
-        close = need(tok, "<|close|>");
-        sep = need(tok, "<|sep|>");
-        end_of_msg = need(tok, "<|end_of_msg|>");
-        eos = need(tok, "[EOS]");
+        open = need(tok, xtml::kOpen);
+        close = need(tok, xtml::kClose);
+        sep = need(tok, xtml::kSep);
+        end_of_msg = need(tok, xtml::kEndOfMessage);
+        eos = need(tok, xtml::kEos);
     }
-    static int32_t need(const Tokenizer& tok, const char* content) {
+    static int32_t need(const Tokenizer& tok, std::string_view content) {
         auto id = tok.special_id(content);
-        if (!id) throw Error(ErrorKind::Config, std::string("chat: the tokenizer has no ") + content + " token");
+        if (!id) throw Error(ErrorKind::Config, "chat: the tokenizer has no " + std::string(content) + " token");
         return *id;
     }
 };
-
-// The official encoder's thinking-effort message body (spec 6.5), including its mention of
-// `medium`, which it nevertheless refuses as a value.
-std::string effort_text(const std::string& effort) {
-    return "`thinking_effort` guides on how much to think in your thinking channel (not including the "
-           "response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
-           "Now the system is invoked with `thinking_effort=" +
-           effort + "`.";
-}
 
 class Renderer {
 public:
@@ -71,126 +72,107 @@ private:
     std::vector<int32_t> out_;
 };
 
+// ` key="value"` with the value escaped.
+std::string attribute(std::string_view key, std::string_view value) {
+    std::string out(1, ' ');  // (appends: GCC 12 warns falsely on "literal" + std::string&&)
+    out.append(key).append("=\"").append(xtml::escape_attribute(value)).append("\"");
+    return out;
+}
+
+std::string message_tag(const ChatMessage& m) {
+    std::string t = std::string(xtml::kMessage) + attribute("role", m.role);
+    if (m.role == "tool") return t + attribute(xtml::kToolAttr, m.tool_name) + attribute(xtml::kIndexAttr, std::to_string(m.tool_index));
+    if (!m.name.empty()) t += attribute(xtml::kNameAttr, m.name);
+    return t;
+}
+
+std::string_view json_type_name(const nlohmann::ordered_json& v) {
+    if (v.is_string()) return xtml::kTypeString;
+    if (v.is_number()) return xtml::kTypeNumber;
+    if (v.is_boolean()) return xtml::kTypeBoolean;
+    if (v.is_null()) return xtml::kTypeNull;
+    if (v.is_object()) return xtml::kTypeObject;
+    return xtml::kTypeArray;
+}
+
+// <|open|>tools<|sep|> one call element per call <|close|>tools<|sep|>; arguments in the order
+// the client sent them (the order the model wrote them).
+void render_tool_calls(Renderer& r, const std::vector<ChatToolCall>& calls, size_t message_index) {
+    r.open_tag(xtml::kTools);
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const ChatToolCall& c = calls[i];
+        auto args = nlohmann::ordered_json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
+        if (args.is_discarded() || !args.is_object())
+            throw Error(ErrorKind::Usage, "chat: message " + std::to_string(message_index) + " tool call " +
+                                              std::to_string(i) + ": 'arguments' is not a JSON object");
+        r.open_tag(std::string(xtml::kCall) + attribute(xtml::kToolAttr, c.name) +
+                   attribute(xtml::kIndexAttr, std::to_string(i + 1)));
+        for (auto it = args.begin(); it != args.end(); ++it) {
+            r.open_tag(std::string(xtml::kArgument) + attribute(xtml::kKeyAttr, it.key()) +
+                       attribute(xtml::kTypeAttr, json_type_name(it.value())));
+            r.text(it.value().is_string() ? it.value().get<std::string>()
+                                          : it.value().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+            r.close_tag(xtml::kArgument);
+        }
+        r.close_tag(xtml::kCall);
+    }
+    r.close_tag(xtml::kTools);
+}
+
 }  // namespace
 
 std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  const ChatOptions& options) {
     if (options.thinking) {
         const std::string& e = options.thinking_effort;
-        if (e == "medium")
-            throw Error(ErrorKind::Usage, "chat: thinking_effort 'medium' is not supported (the official encoder "
-                                          "refuses it); use low, high or max");
-        if (e != "low" && e != "high" && e != "max")
-            throw Error(ErrorKind::Usage, "chat: unknown thinking_effort '" + e + "' (use low, high or max)");
+        if (e != "low" && e != "medium" && e != "high" && e != "max")
+            throw Error(ErrorKind::Usage, "chat: unknown thinking_effort '" + e + "' (use low, medium, high or max)");
     }
+    size_t last_user = messages.size();
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string& role = messages[i].role;
-        if (role != "system" && role != "user" && role != "assistant")
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
             throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + " has unknown role '" + role +
-                                              "' (use system, user or assistant)");
+                                              "' (use system, user, assistant or tool)");
+        if (role == "user") last_user = i;
     }
     Renderer r(tok);
-    if (options.thinking)
-        r.message("message role=\"system\" type=\"thinking-effort\"", [&] { r.text(effort_text(options.thinking_effort)); });
-    for (const ChatMessage& m : messages) {
-        r.message("message role=\"" + m.role + "\"", [&] {
+    auto system_message = [&](std::string_view type, std::string_view body) {
+        r.message(std::string(xtml::kMessage) + " role=\"system\" type=\"" + std::string(type) + "\"", [&] { r.text(body); });
+    };
+    if (!options.tools_json.empty())
+        system_message(xtml::kToolDeclareType,
+                       std::string(xtml::kToolsPreamble) + options.tools_json + std::string(xtml::kToolsPostamble));
+    if (options.thinking) system_message(xtml::kThinkingEffortType, xtml::thinking_effort_text(options.thinking_effort));
+    auto tool_choice = [&] {
+        if (options.tool_choice == ToolChoice::Required) system_message(xtml::kToolChoiceType, xtml::kToolChoiceRequired);
+        if (options.tool_choice == ToolChoice::None) system_message(xtml::kToolChoiceType, xtml::kToolChoiceNone);
+    };
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        r.message(message_tag(m), [&] {
             if (m.role != "assistant") {
                 r.text(m.content);
                 return;
             }
             if (options.thinking) {
-                r.open_tag("think");
+                r.open_tag(xtml::kThink);
                 r.text(m.reasoning_content);
-                r.close_tag("think");
+                r.close_tag(xtml::kThink);
             }
-            r.open_tag("response");
+            r.open_tag(xtml::kResponse);
             r.text(m.content);
-            r.close_tag("response");
+            r.close_tag(xtml::kResponse);
+            if (!m.tool_calls.empty()) render_tool_calls(r, m.tool_calls, i);
         });
+        if (i == last_user) tool_choice();
     }
+    if (last_user == messages.size()) tool_choice();
     if (options.add_generation_prompt) {
-        r.open_tag("message role=\"assistant\"");
-        r.open_tag(options.thinking ? "think" : "response");
+        r.open_tag(std::string(xtml::kMessage) + " role=\"assistant\"");
+        r.open_tag(options.thinking ? xtml::kThink : xtml::kResponse);
     }
     return r.take();
-}
-
-// The parser follows the control tokens: <|open|>/<|close|> start a tag whose name is the text
-// up to <|sep|>; "think" and "response" tags switch between reasoning and response text; after
-// </response> or </message> text is not the answer's any more; <|end_of_msg|> or [EOS] ends the
-// turn. Other tags (e.g. tool calls, which k3serve does not support) are dropped, their body
-// stays in the current section.
-struct ChatOutputParser::Impl {
-    enum class Section { Reasoning, Response, Trailer };
-
-    Impl(const Tokenizer& t, bool thinking)
-        : tok(t), ids(t), section(thinking ? Section::Reasoning : Section::Response), reasoning(t), response(t) {}
-
-    const Tokenizer& tok;
-    ControlIds ids;
-    Section section;
-    StreamDecoder reasoning, response;
-    bool in_tag = false, tag_is_open = false, ended = false;
-    std::string tag;
-
-    void flush_into(Delta& d) {
-        d.reasoning += utf8::sanitize(reasoning.flush());
-        d.content += utf8::sanitize(response.flush());
-    }
-    void apply_tag(Delta& d) {
-        Section next = section;
-        if (tag == "think") next = tag_is_open ? Section::Reasoning : Section::Response;
-        else if (tag == "response") next = tag_is_open ? Section::Response : Section::Trailer;
-        else if (tag == "message" && !tag_is_open) next = Section::Trailer;
-        if (next != section) flush_into(d);
-        section = next;
-    }
-};
-
-ChatOutputParser::ChatOutputParser(const Tokenizer& tok, bool thinking)
-    : impl_(std::make_shared<Impl>(tok, thinking)) {}
-
-ChatOutputParser::Delta ChatOutputParser::push(int32_t id) {
-    Impl& s = *impl_;
-    Delta d;
-    if (s.ended) return d;
-    if (id == s.ids.end_of_msg || id == s.ids.eos) {
-        s.flush_into(d);
-        s.ended = true;
-        d.end_of_turn = true;
-        return d;
-    }
-    if (id == s.ids.open || id == s.ids.close) {
-        s.in_tag = true;
-        s.tag_is_open = id == s.ids.open;
-        s.tag.clear();
-        return d;
-    }
-    if (id == s.ids.sep) {
-        if (s.in_tag) s.apply_tag(d);
-        s.in_tag = false;
-        return d;
-    }
-    if (s.tok.is_special(id)) return d;  // other control tokens carry no text
-    if (s.in_tag) {
-        s.tag += s.tok.token_bytes(id);
-        // A tag name is short ("think", "message role=...", ...); a long one means the model
-        // wrote a literal <|open|> into its text: give up on the tag.
-        if (s.tag.size() > 256) s.in_tag = false;
-        return d;
-    }
-    switch (s.section) {
-        case Impl::Section::Reasoning: d.reasoning = utf8::sanitize(s.reasoning.push(id)); break;
-        case Impl::Section::Response: d.content = utf8::sanitize(s.response.push(id)); break;
-        case Impl::Section::Trailer: break;
-    }
-    return d;
-}
-
-ChatOutputParser::Delta ChatOutputParser::flush() {
-    Delta d;
-    impl_->flush_into(d);
-    return d;
 }
 
 }  // namespace k3

@@ -2,7 +2,9 @@
 // for the Node.js tests (openai SDK protocol checks and the headless-browser UI test) that must
 // not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
 // closes or SIGTERM.
-//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]
+//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
+// --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
+// tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
     config.sse_ping_s = 1;
     FakeEngineOptions options;
     std::string answer = "Hello from the fake engine!";
+    std::string xtml;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--api-key" && i + 1 < argc) {
@@ -29,12 +32,14 @@ int main(int argc, char** argv) {
             config.model_alias = argv[++i];
         } else if (a == "--answer" && i + 1 < argc) {
             answer = argv[++i];
+        } else if (a == "--xtml" && i + 1 < argc) {
+            xtml = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--alias NAME]\n");
+            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]\n");
             return 2;
         }
     }
-    options.script = chat_answer(answer);
+    options.script = xtml.empty() ? chat_answer(answer) : FakeTokenizer().encode(xtml, /*allow_special=*/true);
     options.n_ctx_max = 4096;
     sigset_t set;
     sigemptyset(&set);

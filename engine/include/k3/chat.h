@@ -1,8 +1,10 @@
-// The Kimi K3 chat layout (spec 6.5): messages -> the exact token sequence the model was
-// trained on, and the model's output tokens -> reasoning and response text. User and assistant
-// text never produce special tokens, even when they spell them.
+// The Kimi K3 chat layout (spec 6.5, xtml-tools.md): messages -> the exact token sequence the
+// model was trained on, and the model's output tokens -> reasoning, response text and tool
+// calls. User, assistant and tool text never produce special tokens, even when they spell them.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,33 +13,72 @@
 
 namespace k3 {
 
+// One call in an assistant turn of the history.
+struct ChatToolCall {
+    std::string name;
+    std::string arguments;  // a JSON object, as text
+};
+
 struct ChatMessage {
-    std::string role;               // "system", "user" or "assistant"
+    std::string role;               // "system", "user", "assistant" or "tool"
     std::string content;
     std::string reasoning_content;  // assistant turns only, used when thinking is on
+    std::vector<ChatToolCall> tool_calls;  // assistant turns
+    std::string name;               // optional ` name="..."` attribute (system, user, assistant)
+    std::string tool_name;          // role "tool": the called tool's name ...
+    int tool_index = 0;             // ... and the call's 1-based index in its assistant turn
 };
+
+enum class ToolChoice { Auto, None, Required };
 
 struct ChatOptions {
     bool thinking = false;
-    std::string thinking_effort = "max";  // low | high | max ("medium" is refused, as upstream)
+    std::string thinking_effort = "max";  // low | medium | high | max
     bool add_generation_prompt = true;
+    // The request's tools as one JSON array text (compact, keys sorted); empty: no tools.
+    std::string tools_json;
+    ToolChoice tool_choice = ToolChoice::Auto;  // rendered after the last user turn unless Auto
 };
 
-// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort.
+// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort, or a bad tool call.
 std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  const ChatOptions& options);
 
-// Incremental parser of the assistant's output after the generation prompt.
+// What the output parser should do with a `tools` channel.
+struct ToolParsing {
+    bool enabled = false;                 // false: tool elements are dropped, as any unknown tag
+    std::vector<std::string> declared;    // tool names a call may use
+};
+
+// One piece of a tool call as the model writes it. A call starts with its name, then its
+// arguments arrive in pieces that concatenate to a compact JSON object.
+struct ToolCallDelta {
+    int index = 0;          // 0-based within the turn
+    std::string name;       // set on the call's first delta only
+    std::string arguments;  // the next piece of the arguments text
+};
+
+// Incremental parser of the assistant's output after the generation prompt. The streamed and
+// the whole response are both built from its deltas.
 class ChatOutputParser {
 public:
-    ChatOutputParser(const Tokenizer& tok, bool thinking);
+    ChatOutputParser(const Tokenizer& tok, bool thinking, ToolParsing tools = {});
     struct Delta {
         std::string reasoning;  // new reasoning text (UTF-8 complete)
         std::string content;    // new response text (UTF-8 complete)
+        std::vector<ToolCallDelta> tool_calls;
         bool end_of_turn = false;
+        // Set once, when the tools channel turned out malformed (a bad argument body, an
+        // undeclared tool, an unknown element, a call never closed): from then on the raw text
+        // of the channel comes out as content. Says what was wrong.
+        std::string malformed;
     };
     Delta push(int32_t id);
+    // End of generation (also when it was cut short): what is still held, and a call left open
+    // is reported as malformed.
     Delta flush();
+    // Complete tool calls so far (whole response).
+    int tool_calls() const;
 
 private:
     struct Impl;

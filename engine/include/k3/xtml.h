@@ -1,0 +1,70 @@
+// Every literal of K3's XTML chat format in one table (spec 6.5 and xtml-tools.md). Strings
+// marked [unconfirmed] come from third-party fixtures, not from the official encoder: if one
+// turns out wrong, the correction is here and only here. Used by the renderer, the output
+// parser and the tool-call grammar.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace k3::xtml {
+
+// Control tokens (specials).
+inline constexpr std::string_view kOpen = "<|open|>";
+inline constexpr std::string_view kClose = "<|close|>";
+inline constexpr std::string_view kSep = "<|sep|>";
+inline constexpr std::string_view kEndOfMessage = "<|end_of_msg|>";
+inline constexpr std::string_view kEos = "[EOS]";
+
+// Element names.
+inline constexpr std::string_view kMessage = "message";
+inline constexpr std::string_view kThink = "think";
+inline constexpr std::string_view kResponse = "response";
+inline constexpr std::string_view kTools = "tools";
+inline constexpr std::string_view kCall = "call";
+inline constexpr std::string_view kArgument = "argument";
+inline constexpr std::string_view kJson = "json";
+
+// Attributes of a call and its arguments: <|open|>call tool="NAME" index="N"<|sep|>,
+// <|open|>argument key="K" type="T"<|sep|>.
+inline constexpr std::string_view kToolAttr = "tool";
+inline constexpr std::string_view kIndexAttr = "index";
+inline constexpr std::string_view kKeyAttr = "key";
+inline constexpr std::string_view kTypeAttr = "type";
+inline constexpr std::string_view kNameAttr = "name";  // on system/user/assistant messages [unconfirmed]
+
+// The tool-declaration system message [unconfirmed]: the body is kToolsPreamble + the tools
+// array (compact JSON, keys sorted at every depth) + kToolsPostamble.
+inline constexpr std::string_view kToolDeclareType = "tool-declare";
+inline constexpr std::string_view kToolsPreamble =
+    "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n";
+inline constexpr std::string_view kToolsPostamble = "\n```";
+
+// The tool-choice system message after the last user turn [unconfirmed].
+inline constexpr std::string_view kToolChoiceType = "tool-choice";
+inline constexpr std::string_view kToolChoiceRequired =
+    "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.";
+inline constexpr std::string_view kToolChoiceNone =
+    "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.";
+
+// The thinking-effort system message (spec 6.5).
+inline constexpr std::string_view kThinkingEffortType = "thinking-effort";
+inline std::string thinking_effort_text(std::string_view effort) {
+    return "`thinking_effort` guides on how much to think in your thinking channel (not including the "
+           "response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
+           "Now the system is invoked with `thinking_effort=" +
+           std::string(effort) + "`.";
+}
+
+// Argument types of <|open|>argument ... type="T": a string body is raw text, the others JSON.
+inline constexpr std::string_view kTypeString = "string";
+inline constexpr std::string_view kTypeNumber = "number";
+inline constexpr std::string_view kTypeBoolean = "boolean";
+inline constexpr std::string_view kTypeNull = "null";
+inline constexpr std::string_view kTypeObject = "object";
+inline constexpr std::string_view kTypeArray = "array";
+
+// Attribute values are HTML-escaped (& < > ").
+std::string escape_attribute(std::string_view value);
+std::string unescape_attribute(std::string_view value);
+
+}  // namespace k3::xtml

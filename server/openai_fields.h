@@ -1,0 +1,24 @@
+// Typed access to the fields of an OpenAI request body, each throwing a 400 that names the
+// field and what was expected. Shared by every endpoint's request parser.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace k3::server {
+
+using json = nlohmann::json;
+
+// A field that is present and not null, or nullptr.
+const json* field(const json& body, const char* key);
+std::optional<long long> get_int(const json& body, const char* key, long long lo, long long hi);
+std::optional<double> get_number(const json& body, const char* key, double lo, double hi);
+std::optional<bool> get_bool(const json& body, const char* key);
+std::optional<std::string> get_string(const json& body, const char* key);
+// A number field that must be absent or 0 (a feature this server does not have).
+void refuse_nonzero(const json& body, const char* key, const std::string& why);
+// Strict objects: every key must be known (a typo here changes meaning silently otherwise).
+void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where);
+
+}  // namespace k3::server
