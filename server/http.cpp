@@ -207,9 +207,11 @@ struct HttpServer::Impl {
         server.Post("/tokenize", wrap([this](const auto& req, auto& res) { tokenize(req, res); }));
         server.Post("/detokenize", wrap([this](const auto& req, auto& res) { detokenize(req, res); }));
         for (const char* path : {"/v1/completions", "/completions"})
-            server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, false); }));
+            server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Completions); }));
         for (const char* path : {"/v1/chat/completions", "/chat/completions"})
-            server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, true); }));
+            server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::ChatCompletions); }));
+        for (const char* path : {"/v1/responses", "/responses"})
+            server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Responses); }));
         if (config().web_ui)
             for (const char* path : {"/", "/index.html", "/app.js", "/style.css"})
                 server.Get(path, wrap([this](const auto& req, auto& res) { ui(req, res); }));
@@ -325,14 +327,19 @@ struct HttpServer::Impl {
 
     // --- generation --------------------------------------------------------------------------
 
-    void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
         if (state.phase.load() == Phase::Draining) {
             state.metrics.count_request(RequestOutcome::RejectedShutdown);
             throw shutting_down_error();
         }
         json body = parse_json_body(req.body, config().max_json_depth);
-        GenerationRequest g = chat ? parse_chat_request(body, *state.tokenizer, state.limits)
-                                   : parse_completion_request(body, *state.tokenizer, state.limits);
+        GenerationRequest g;
+        switch (endpoint) {
+            case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits); break;
+            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state.tokenizer, state.limits); break;
+            case Endpoint::Responses: g = parse_responses_request(body, *state.tokenizer, state.limits); break;
+        }
+        std::unique_ptr<Responder> responder = make_responder(g, state.info.fingerprint);
         auto job = std::make_shared<Job>();
         job->id = state.next_job_id++;
         job->prompt = std::move(g.prompt);
@@ -340,7 +347,7 @@ struct HttpServer::Impl {
         if (config().deadline_s > 0)
             job->deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(config().deadline_s));
-        auto ex = std::make_shared<Exchange>(job, make_responder(g, state.info.fingerprint), req);
+        auto ex = std::make_shared<Exchange>(job, std::move(responder), req);
 
         switch (state.queue.push(job)) {
             case JobQueue::PushResult::Ok: break;
@@ -367,7 +374,7 @@ struct HttpServer::Impl {
                     return;
                 }
                 ex->responder->collect(e);
-                if (e.kind == JobEvent::Kind::Done) {
+                if (e.ends_job()) {
                     ex->job->channel->close();
                     send_json(res, 200, ex->responder->body());
                     return;
@@ -421,7 +428,7 @@ struct HttpServer::Impl {
                             return true;
                         }
                         ok = ok && write(ex->responder->stream_event(e));
-                        if (e.kind == JobEvent::Kind::Done) {
+                        if (e.ends_job()) {
                             if (ok) sink.done();
                             return ok;
                         }

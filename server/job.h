@@ -18,6 +18,7 @@
 #include "job_outcome.h"
 #include "k3/chat.h"
 #include "k3/engine.h"
+#include "k3/logit_adjust.h"
 #include "k3/sampler.h"
 
 namespace k3::server {
@@ -28,9 +29,12 @@ using Clock = std::chrono::steady_clock;
 enum class CancelReason : int { None = 0, ClientGone, Deadline, Shutdown, SlowClient };
 
 struct GenerationParams {
-    int max_tokens = 16;                 // generated tokens at most (>= 0)
+    int max_tokens = 16;                 // generated tokens at most (>= 0), per choice
+    int n = 1;                           // choices: separate sequences from the same prompt
     SamplingParams sampling;
+    LogitAdjustments adjustments;        // penalties and logit_bias
     std::vector<std::string> stop;       // stop strings: generation ends before them
+    std::vector<int32_t> stop_token_ids; // tokens that end generation (not part of the text)
     int logprobs = -1;                   // -1: none; N >= 0: chosen token + N alternatives
     bool chat = false;                   // output goes through the chat parser (reasoning/content)
     bool thinking = false;               // chat with thinking on: reasoning comes first
@@ -64,6 +68,8 @@ struct Usage {
 struct JobEvent {
     enum class Kind { Delta, Done, Error };
     Kind kind = Kind::Delta;
+    int choice = 0;                      // which of the request's n choices this is about
+    bool last_choice = true;             // Done: no choice follows (the job is over)
     std::string content;                 // new response text (always whole UTF-8 characters)
     std::string reasoning;               // new reasoning text (chat with thinking on)
     std::vector<TokenLogprob> logprobs;  // one per token behind this delta, when asked for
@@ -75,6 +81,8 @@ struct JobEvent {
     Usage usage;                         // Done (and Error, as far as it got)
     JobFailure failure;                  // Error
 
+    // Nothing follows this event.
+    bool ends_job() const { return kind == Kind::Error || (kind == Kind::Done && last_choice); }
     bool has_output() const { return !content.empty() || !reasoning.empty() || !logprobs.empty() || !tool_calls.empty() || tool_calls_malformed; }
 };
 

@@ -23,14 +23,31 @@ std::string check_model(const json& body, const ModelLimits& limits) {
 void parse_common(const json& body, const ModelLimits& limits, GenerationRequest& r) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     r.model = check_model(body, limits);
-    if (auto n = get_int(body, "n", 1, 128); n && *n != 1)
-        throw bad_request("n", "'n' > 1 is not supported: this server generates one choice per request", "unsupported_parameter");
+    r.params.n = int(get_int(body, "n", 1, 16).value_or(1));
     if (auto b = get_int(body, "best_of", 1, 128); b && *b != 1)
         throw bad_request("best_of", "'best_of' > 1 is not supported", "unsupported_parameter");
-    refuse_nonzero(body, "frequency_penalty", "penalties are not implemented");
-    refuse_nonzero(body, "presence_penalty", "penalties are not implemented");
-    if (const json* lb = field(body, "logit_bias"); lb && !(lb->is_object() && lb->empty()))
-        throw bad_request("logit_bias", "'logit_bias' is not supported", "unsupported_parameter");
+    LogitAdjustments& adjust = r.params.adjustments;
+    adjust.presence_penalty = float(get_number(body, "presence_penalty", -2, 2).value_or(0));
+    adjust.frequency_penalty = float(get_number(body, "frequency_penalty", -2, 2).value_or(0));
+    if (const json* lb = field(body, "logit_bias")) {
+        if (!lb->is_object())
+            throw bad_request("logit_bias", "'logit_bias' must be an object of token id -> bias", "invalid_type");
+        for (auto it = lb->begin(); it != lb->end(); ++it) {
+            long long id = -1;
+            try {
+                size_t used = 0;
+                id = std::stoll(it.key(), &used);
+                if (used != it.key().size()) id = -1;
+            } catch (const std::exception&) {
+            }
+            if (id < 0 || id >= limits.n_vocab)
+                throw bad_request("logit_bias", "'logit_bias' key '" + it.key() + "' is not a token id in [0, " +
+                                                    std::to_string(limits.n_vocab) + ")");
+            if (!it->is_number() || !(it->get<double>() >= -100 && it->get<double>() <= 100))
+                throw bad_request("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " + it->dump());
+            adjust.bias.emplace_back(int32_t(id), float(it->get<double>()));
+        }
+    }
     if (const json* rf = field(body, "response_format")) {
         if (!rf->is_object() || rf->value("type", "") != "text")
             throw bad_request("response_format", "only response_format {\"type\":\"text\"} is supported",
@@ -54,13 +71,26 @@ void parse_common(const json& body, const ModelLimits& limits, GenerationRequest
     if (std::string why = validate(s); !why.empty()) throw bad_request("temperature", why);
     r.params.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
 
+    // Stop strings, and stop tokens: integers in `stop` or vLLM's `stop_token_ids`.
+    auto stop_token = [&](const json& x, const char* param) {
+        long long id = x.get<long long>();
+        if (id < 0 || id >= limits.n_vocab)
+            throw bad_request(param, "stop token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                         std::to_string(limits.n_vocab) + ")");
+        r.params.stop_token_ids.push_back(int32_t(id));
+    };
     if (const json* stop = field(body, "stop")) {
         if (stop->is_string()) {
             r.params.stop.push_back(stop->get<std::string>());
         } else if (stop->is_array()) {
-            if (stop->size() > 4) throw bad_request("stop", "'stop' takes at most 4 strings");
+            if (stop->size() > 4) throw bad_request("stop", "'stop' takes at most 4 entries");
             for (const auto& x : *stop) {
-                if (!x.is_string()) throw bad_request("stop", "'stop' entries must be strings", "invalid_type");
+                if (x.is_number_integer()) {
+                    stop_token(x, "stop");
+                    continue;
+                }
+                if (!x.is_string())
+                    throw bad_request("stop", "'stop' entries must be strings or token ids", "invalid_type");
                 r.params.stop.push_back(x.get<std::string>());
             }
         } else {
@@ -68,6 +98,13 @@ void parse_common(const json& body, const ModelLimits& limits, GenerationRequest
         }
         for (const auto& x : r.params.stop)
             if (x.empty()) throw bad_request("stop", "'stop' strings must not be empty");
+    }
+    if (const json* ids = field(body, "stop_token_ids")) {
+        if (!ids->is_array()) throw bad_request("stop_token_ids", "'stop_token_ids' must be an array of token ids", "invalid_type");
+        for (const auto& x : *ids) {
+            if (!x.is_number_integer()) throw bad_request("stop_token_ids", "'stop_token_ids' entries must be integers", "invalid_type");
+            stop_token(x, "stop_token_ids");
+        }
     }
     r.stream = get_bool(body, "stream").value_or(false);
     if (const json* so = field(body, "stream_options")) {

@@ -28,7 +28,7 @@ struct ModelLimits {
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).
-enum class Endpoint { Completions, ChatCompletions };
+enum class Endpoint { Completions, ChatCompletions, Responses };
 
 // A validated request, ready to become a Job.
 struct GenerationRequest {
@@ -40,10 +40,13 @@ struct GenerationRequest {
     bool echo = false;          // completions: prepend the prompt text
     std::string echo_text;
     std::string model;          // as reported back
+    json responses_echo;        // /v1/responses: the request settings the response object repeats
 };
 
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
+// POST /v1/responses (openai_responses_request.cpp): translated to the chat request it means.
+GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (a token's bytes may be a partial character).
 std::string dump(const json& j);

@@ -1,6 +1,7 @@
 // The worker's events -> OpenAI response JSON. One Responder per request shapes everything the
 // client sees after validation: the stream's chunks (as SSE frames) or the whole body. Each
-// endpoint has its own Responder (openai_completion_response.cpp, openai_chat_response.cpp);
+// endpoint has its own Responder (openai_completion_response.cpp, openai_chat_response.cpp,
+// openai_responses_response.cpp);
 // the shared pieces (usage, logprobs layouts, finish reasons) are declared here.
 #pragma once
 #include <memory>
@@ -53,5 +54,6 @@ std::string random_id(const char* prefix);
 
 std::unique_ptr<Responder> make_completion_responder(const GenerationRequest& request, ResponseIds ids);
 std::unique_ptr<Responder> make_chat_responder(const GenerationRequest& request, ResponseIds ids);
+std::unique_ptr<Responder> make_responses_responder(const GenerationRequest& request);
 
 }  // namespace k3::server

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "k3/chat.h"
+#include "k3/logit_adjust.h"
 #include "k3/sampler.h"
 #include "stop_matcher.h"
 
@@ -209,7 +210,19 @@ void EngineWorker::run_job(Job& job) {
     // Prefill: reuse what the previous job left in the session, evaluate the rest.
     auto prefill_start = Clock::now();
     int reused = 0;
-    Status st = session_->sync(job.prompt, job.cancel, &reused);
+    Status st;
+    if (job.params.n > 1 && job.prompt.size() > 1) {
+        // n > 1: stop one token short first, so the session keeps a snapshot there; every later
+        // choice resumes from it and evaluates only the prompt's last token (a snapshot at the
+        // prompt's end is never used: its last token is always evaluated for its logits).
+        std::span<const int32_t> all_but_last(job.prompt.data(), job.prompt.size() - 1);
+        st = session_->sync(all_but_last, job.cancel, &reused);
+    }
+    if (st.ok()) {
+        int reused_whole = 0;
+        st = session_->sync(job.prompt, job.cancel, &reused_whole);
+        if (job.params.n <= 1 || job.prompt.size() <= 1) reused = reused_whole;
+    }
     usage.cached_tokens = reused;
     if (!st.ok()) {
         switch (st.code) {
@@ -224,8 +237,30 @@ void EngineWorker::run_job(Job& job) {
     }
     metrics_.add_prompt_tokens(usage.prompt_tokens, reused, seconds_since(prefill_start));
 
+    // n > 1: the choices are separate sequences from the same prompt; each later one resumes
+    // from the snapshot sync kept at the end of the prompt, so the prompt is evaluated once.
+    const int n_choices = std::max(1, job.params.n);
+    for (int choice = 0; choice < n_choices; ++choice) {
+        if (choice > 0) {
+            st = session_->sync(job.prompt, job.cancel, nullptr);
+            if (st.code == StatusCode::Cancelled) return finish_cancelled(job, usage);
+            if (!st.ok()) {
+                spdlog::error("job {}: resuming the prompt for choice {} failed: {}", job.id, choice, st.message);
+                return fail(job, FailureKind::EngineFailed, st.message, usage);
+            }
+        }
+        if (!generate(job, choice, choice + 1 == n_choices, usage)) return;
+    }
+}
+
+// One choice: sample until the end of the turn, a stop, max_tokens or a full context, streaming
+// events tagged with the choice. False when the job ended (cancelled or failed) instead.
+bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage) {
     const GenerationParams& p = job.params;
-    Sampler sampler(p.sampling);
+    SamplingParams sampling = p.sampling;
+    sampling.seed += uint64_t(choice);  // distinct draws per choice, reproducible for a seed
+    Sampler sampler(sampling);
+    LogitAdjuster adjust(p.adjustments);
     OutputDecoder decoder(tokenizer_, p);
     StopMatcher stop(p.stop);
     FinishReason finish_reason = FinishReason::Length;
@@ -233,22 +268,29 @@ void EngineWorker::run_job(Job& job) {
     auto decode_start = Clock::now();
     auto last_token_at = Clock::now();
     bool cancelled = false;
+    int generated = 0;
     JobEvent last;
 
     for (int n = 0; n < p.max_tokens; ++n) {
         std::span<const float> logits = session_->logits();
-        int32_t id = sampler.sample(logits);
+        // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
+        std::span<const float> scores = adjust.apply(logits);
+        int32_t id = sampler.sample(scores);
+        adjust.observe(id);
         auto now = Clock::now();
-        if (n == 0)
+        if (n == 0 && choice == 0)
             metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
         else
             metrics_.observe_token_latency(std::chrono::duration<double>(now - last_token_at).count());
         last_token_at = now;
         usage.completion_tokens++;
+        generated++;
 
         JobEvent event;
+        event.choice = choice;
         if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
-        bool end = !p.ignore_eos && end_ids_.count(id) > 0;
+        bool end = (!p.ignore_eos && end_ids_.count(id) > 0) ||
+                   std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
         if (!end) {
             auto delta = decoder.push(id);
             if (!delta.reasoning.empty()) usage.reasoning_tokens++;
@@ -281,27 +323,29 @@ void EngineWorker::run_job(Job& job) {
             cancelled = true;
             break;
         }
-        st = session_->append(id, job.cancel);
+        Status st = session_->append(id, job.cancel);
         if (st.code == StatusCode::Cancelled) {
             cancelled = true;
             break;
         }
         if (st.code == StatusCode::ContextFull) break;  // finish_reason "length": the context is full
         if (!st.ok()) {
-            metrics_.add_generated_tokens(usage.completion_tokens, seconds_since(decode_start));
+            metrics_.add_generated_tokens(generated, seconds_since(decode_start));
             spdlog::error("job {}: decode failed: {}", job.id, st.message);
             fail(job, FailureKind::EngineFailed, st.message, usage);
-            return;
+            return false;
         }
     }
-    metrics_.add_generated_tokens(usage.completion_tokens, seconds_since(decode_start));
+    metrics_.add_generated_tokens(generated, seconds_since(decode_start));
     if (cancelled) {
         finish_cancelled(job, usage);
-        return;
+        return false;
     }
     // What the decoder and the stop matcher still hold (unless a stop string ended the text)
     // joins the last token's text in the Done event.
     JobEvent done = std::move(last);
+    done.choice = choice;
+    done.last_choice = last_choice;
     if (!stop.stopped()) {
         auto rest = decoder.flush();
         take_tool_calls(job, rest, done, tool_calls_malformed);
@@ -315,8 +359,9 @@ void EngineWorker::run_job(Job& job) {
         finish_reason = FinishReason::ToolCalls;
     done.finish_reason = finish_reason;
     done.usage = usage;
-    metrics_.count_request(RequestOutcome::Ok);
+    if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
     emit(job, std::move(done));
+    return true;
 }
 
 }  // namespace k3::server

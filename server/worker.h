@@ -45,6 +45,7 @@ public:
 private:
     void run();
     void run_job(Job& job);
+    bool generate(Job& job, int choice, bool last_choice, Usage& usage);
     bool emit(Job& job, JobEvent event);
     void fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage);
     void take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed);

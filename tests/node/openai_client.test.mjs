@@ -81,7 +81,7 @@ test('errors surface as the SDK typed errors', async () => {
     client.chat.completions.create({ model: 'fake', messages: [{ role: 'user', content: 'x' }], temperature: 5 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');
   await assert.rejects(
-    client.completions.create({ model: 'fake', prompt: 'x', n: 3 }),
+    client.completions.create({ model: 'fake', prompt: 'x', best_of: 3 }),
     (e) => e instanceof OpenAI.BadRequestError && e.code === 'unsupported_parameter');
   const wrongKey = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'nope', maxRetries: 0 });
   await assert.rejects(wrongKey.models.list(), (e) => e instanceof OpenAI.AuthenticationError);

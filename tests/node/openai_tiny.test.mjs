@@ -50,3 +50,22 @@ test('completions: seed reproduces, errors are typed', async () => {
   await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 10_000_000 }),
     (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded');
 });
+
+test('n > 1 on the real engine: the prompt is evaluated once for all choices', async () => {
+  const evaluated = async () => Number((await (await fetch(daemon.url + '/metrics')).text())
+    .match(/^k3serve:tokens_evaluated_total (\d+)/m)[1]);
+  const prompt = `A prompt nobody sent before (${Date.now()}), long enough to count: the quick brown fox jumps over the lazy dog.`;
+  const before = await evaluated();
+  const r = await client.completions.create({ model, prompt, max_tokens: 3, n: 3, temperature: 0.9, seed: 7 });
+  const spent = (await evaluated()) - before;
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  assert.equal(r.usage.completion_tokens, r.choices.length * 3);
+  // One prompt evaluation, 2 decode steps per choice, and at most a few positions recomputed
+  // when a later choice resumes from the prompt's snapshot; three prompt evaluations would be
+  // more than 3 * prompt_tokens.
+  assert.ok(spent >= r.usage.prompt_tokens, `${spent}`);
+  assert.ok(spent < r.usage.prompt_tokens + 3 * 2 + 3 * 4, `evaluated ${spent} for a ${r.usage.prompt_tokens}-token prompt`);
+  // The same seed gives the same choices.
+  const again = await client.completions.create({ model, prompt, max_tokens: 3, n: 3, temperature: 0.9, seed: 7 });
+  assert.deepEqual(again.choices.map((c) => c.text), r.choices.map((c) => c.text));
+});
