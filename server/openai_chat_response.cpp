@@ -29,13 +29,7 @@ public:
         std::string out = sse::data(
             dump(chunk(e.choice, std::move(delta), e.logprobs, done ? json(finish_reason_name(e.finish_reason)) : json())));
         if (!e.ends_job()) return out;
-        if (include_usage_) {
-            json u = base();
-            u["choices"] = json::array();
-            u["usage"] = usage_json(e.usage);
-            out += sse::data(dump(u));
-        }
-        return out + sse::done();
+        return out + stream_end(ids_, "chat.completion.chunk", include_usage_, e.usage);
     }
 
     void collect(const JobEvent& e) override {
@@ -72,13 +66,10 @@ public:
             if (logprobs_) choice["logprobs"] = chat_logprobs_json(c.logprobs);
             choices.push_back(choice);
         }
-        return {{"id", ids_.id},
-                {"object", "chat.completion"},
-                {"created", ids_.created},
-                {"model", ids_.model},
-                {"system_fingerprint", ids_.fingerprint},
-                {"choices", choices},
-                {"usage", usage_json(usage_)}};
+        json body = envelope(ids_, "chat.completion");
+        body["choices"] = choices;
+        body["usage"] = usage_json(usage_);
+        return body;
     }
 
 private:
@@ -102,15 +93,7 @@ private:
 
     Choice& choice(const JobEvent& e) { return choices_.at(size_t(e.choice)); }
 
-    json base() const {
-        json j = {{"id", ids_.id},
-                  {"object", "chat.completion.chunk"},
-                  {"created", ids_.created},
-                  {"model", ids_.model},
-                  {"system_fingerprint", ids_.fingerprint}};
-        if (include_usage_) j["usage"] = nullptr;
-        return j;
-    }
+    json base() const { return envelope(ids_, "chat.completion.chunk", include_usage_); }
 
     json chunk(int index, json delta, const std::vector<TokenLogprob>& lps, json finish_reason) const {
         json j = base();

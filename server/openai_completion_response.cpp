@@ -34,13 +34,7 @@ public:
     std::string stream_event(const JobEvent& e) override {
         std::string out = sse::data(dump(chunk(e, false)));
         if (!e.ends_job()) return out;
-        if (include_usage_) {
-            json u = base();
-            u["choices"] = json::array();
-            u["usage"] = usage_json(e.usage);
-            out += sse::data(dump(u));
-        }
-        return out + sse::done();
+        return out + stream_end(ids_, "text_completion", include_usage_, e.usage);
     }
 
     void collect(const JobEvent& e) override {
@@ -60,13 +54,10 @@ public:
             if (logprobs_) choice["logprobs"] = completion_logprobs_json(c.logprobs, echo_text_.size());
             choices.push_back(choice);
         }
-        return {{"id", ids_.id},
-                {"object", "text_completion"},
-                {"created", ids_.created},
-                {"model", ids_.model},
-                {"system_fingerprint", ids_.fingerprint},
-                {"choices", choices},
-                {"usage", usage_json(usage_)}};
+        json body = envelope(ids_, "text_completion");
+        body["choices"] = choices;
+        body["usage"] = usage_json(usage_);
+        return body;
     }
 
 private:
@@ -77,15 +68,7 @@ private:
         FinishReason finish_reason = FinishReason::Stop;
     };
 
-    json base() const {
-        json j = {{"id", ids_.id},
-                  {"object", "text_completion"},
-                  {"created", ids_.created},
-                  {"model", ids_.model},
-                  {"system_fingerprint", ids_.fingerprint}};
-        if (include_usage_) j["usage"] = nullptr;
-        return j;
-    }
+    json base() const { return envelope(ids_, "text_completion", include_usage_); }
 
     json chunk(const JobEvent& e, bool echo) {
         Choice& c = choices_.at(size_t(e.choice));

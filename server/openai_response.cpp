@@ -27,6 +27,27 @@ const char* finish_reason_name(FinishReason reason) {
     return "stop";
 }
 
+json envelope(const ResponseIds& ids, const char* object, bool usage_null) {
+    json j = {{"id", ids.id},
+              {"object", object},
+              {"created", ids.created},
+              {"model", ids.model},
+              {"system_fingerprint", ids.fingerprint}};
+    if (usage_null) j["usage"] = nullptr;
+    return j;
+}
+
+std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage) {
+    std::string out;
+    if (include_usage) {
+        json u = envelope(ids, chunk_object);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(usage);
+        out += sse::data(dump(u));
+    }
+    return out + sse::done();
+}
+
 std::string random_id(const char* prefix) {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     char buf[32];

@@ -44,6 +44,11 @@ std::unique_ptr<Responder> make_responder(const GenerationRequest& request, cons
 // --- shared shapes ---------------------------------------------------------------------------
 
 const char* finish_reason_name(FinishReason reason);
+// {id, object, created, model, system_fingerprint} of a completion, chat completion or chunk;
+// chunks of a stream with include_usage also carry "usage": null.
+json envelope(const ResponseIds& ids, const char* object, bool usage_null = false);
+// The end of a completions/chat stream: the usage chunk (choices: []) if asked for, then [DONE].
+std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage);
 json usage_json(const Usage& u);
 // Logprobs in the completions layout ({tokens, token_logprobs, top_logprobs, text_offset}).
 json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset);
