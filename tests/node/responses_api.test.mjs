@@ -97,6 +97,11 @@ test('agent loop: function_call_output items answer the call; the prompt is reus
   });
   assert.equal(withReasoning.status, 'completed');
   assert.equal(withReasoning.reasoning.effort, 'medium');
+  // Thinking on: the fake engine's whole script lands in the think channel, so the answer is one
+  // reasoning item with its text as reasoning_text content.
+  assert.equal(withReasoning.output[0].type, 'reasoning');
+  assert.deepEqual(withReasoning.output[0].content, [{ type: 'reasoning_text', text: 'Hello from the fake engine!' }]);
+  assert.equal(withReasoning.usage.output_tokens_details.reasoning_tokens > 0, true);
 });
 
 test('what the server cannot honour is a 400 naming it', async () => {
