@@ -8,7 +8,6 @@
 #include <functional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "k3/error.h"
 
@@ -306,7 +305,7 @@ DaemonConfig parse_daemon_config(int argc, char** argv, bool* help) {
         std::filesystem::path p(config.model_dir);
         config.model_alias = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
     }
-    if (config.threads == 0) config.threads = physical_core_count();
+    if (config.threads == 0) config.threads = physical_cores();
     if (!config.cors_origin.empty() && config.cors_origin.find_first_of(" ,") != std::string::npos)
         throw Error(ErrorKind::Usage, "cors_origin: give one origin or \"*\", got '" + config.cors_origin + "'");
     return config;
@@ -351,19 +350,6 @@ json DaemonConfig::to_json() const {
         {"trunk", memory.trunk_dir},
         {"kernels", kernels},
     };
-}
-
-int physical_core_count() {
-    // Each physical core lists its SMT siblings once in thread_siblings_list; count distinct lists.
-    std::set<std::string> cores;
-    unsigned n = std::thread::hardware_concurrency();
-    for (unsigned cpu = 0; cpu < n; ++cpu) {
-        std::ifstream in("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
-        std::string line;
-        if (in && std::getline(in, line)) cores.insert(line);
-    }
-    if (!cores.empty()) return int(cores.size());
-    return n > 0 ? int(n) : 1;
 }
 
 }  // namespace k3::server

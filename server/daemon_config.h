@@ -53,7 +53,4 @@ DaemonConfig parse_daemon_config(int argc, char** argv, bool* help);
 // Applies the keys of a config-file JSON object (unknown keys are an error naming the key).
 void apply_config_json(DaemonConfig& config, const nlohmann::json& j, const std::string& source);
 
-// Physical cores of this machine (SMT siblings counted once).
-int physical_core_count();
-
 }  // namespace k3::server

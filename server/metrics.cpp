@@ -1,5 +1,7 @@
 #include "metrics.h"
 
+#include "k3/stats.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -167,32 +169,7 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
     token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
 
-    const EngineStats& e = engine_;
-    uint64_t misses = e.expert_requests - std::min(e.expert_requests, e.expert_hits);
-    write_metric(out, "k3serve:tokens_evaluated_total", "counter", "Positions the engine evaluated.",
-                 double(e.tokens_evaluated));
-    write_metric(out, "k3serve:expert_cache_requests_total", "counter", "Routed-expert lookups.",
-                 double(e.expert_requests));
-    write_metric(out, "k3serve:expert_cache_hits_total", "counter", "Routed experts served from the cache.",
-                 double(e.expert_hits));
-    write_metric(out, "k3serve:expert_cache_misses_total", "counter", "Routed experts read from disk.", double(misses));
-    write_metric(out, "k3serve:expert_cache_evictions_total", "counter", "Experts evicted from the cache.",
-                 double(e.expert_evictions));
-    write_metric(out, "k3serve:expert_cache_hit_ratio", "gauge",
-                 "Share of expert lookups served from the cache (retention), 0..1.",
-                 e.expert_requests ? double(e.expert_hits) / double(e.expert_requests) : 0.0);
-    write_metric(out, "k3serve:expert_read_failures_total", "counter", "Expert reads that failed or came back short.",
-                 double(e.expert_read_failures));
-    write_metric(out, "k3serve:trunk_bytes_read_total", "counter", "Bytes of dense trunk streamed from disk.",
-                 double(e.trunk_bytes_read));
-    write_metric(out, "k3serve:expert_bytes_read_total", "counter", "Bytes of routed experts read from disk.",
-                 double(e.expert_bytes_read));
-    write_metric(out, "k3serve:io_seconds_total", "counter", "Time the engine waited for reads.", e.io_seconds);
-    write_metric(out, "k3serve:compute_seconds_total", "counter", "Time the engine computed.", e.compute_seconds);
-    double busy = e.io_seconds + e.compute_seconds;
-    write_metric(out, "k3serve:io_share", "gauge", "Share of engine time spent waiting for I/O, 0..1.",
-                 busy > 0 ? e.io_seconds / busy : 0.0);
-    write_metric(out, "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
+    visit_stats(engine_, [&](const StatField& f) { write_metric(out, f.metric, f.type, f.help, f.value); });
 
     ProcessMemory mem = read_process_memory();
     write_metric(out, "k3serve:resident_memory_bytes", "gauge", "Current resident set size.", double(mem.rss_bytes));

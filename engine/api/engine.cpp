@@ -2,12 +2,13 @@
 // count, open the weight store for the memory plan, bind the model.
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
-#include "util/cpu_topology.h"
 #include "api/engine_impl.h"
-#include "io/file_read.h"
+#include "kernels/kernel_sets.h"
+#include "io/file.h"
 #include "model/state.h"
 #include "k3/error.h"
 
@@ -15,15 +16,18 @@ namespace k3 {
 
 namespace {
 
-const Kernels& choose_kernels(const std::string& name) {
+// The one place a kernel-set request is decided. The request is EngineOptions::kernels (--kernels),
+// or when that is empty the K3_KERNELS environment variable (tests, benchmarks); both follow one
+// rule: "" is the best set for this CPU and build, a set this CPU or build lacks is refused.
+const Kernels& choose_kernels(std::string name) {
+    if (name.empty())
+        if (const char* env = std::getenv("K3_KERNELS")) name = env;
     if (name.empty()) return select_kernels();
-    if (name == "scalar") return scalar_kernels();
-    const Kernels* k = nullptr;
-    if (name == "avx2") k = avx2_kernels();
-    else if (name == "avx512") k = avx512_kernels();
-    else throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2 or avx512)");
-    if (!k) throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
-    return *k;
+    const Kernels& k = kernels_for_request(name.c_str());
+    if (name == k.name) return k;
+    if (name != "avx2" && name != "avx512")
+        throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2 or avx512)");
+    throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
 }
 
 struct Fnv {
@@ -45,7 +49,7 @@ std::string checkpoint_fingerprint(const Checkpoint& ckpt) {
         f.add(s.path.filename().string());
         f.add(&s.file_size, sizeof s.file_size);
         std::string header(size_t(s.data_start), '\0');
-        ReadFile(s.path).read_exact(header.data(), s.data_start, 0, "safetensors header");
+        io::File::open(s.path, /*try_direct=*/false).read_exact(header.data(), s.data_start, 0, "safetensors header");
         f.add(header);
     }
     char hex[17];

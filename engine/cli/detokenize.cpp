@@ -1,6 +1,5 @@
 // k3serve detokenize --tokenizer DIR: JSON array of ids on stdin -> the bytes they stand for.
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <limits>
@@ -9,6 +8,7 @@
 
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "k3/error.h"
 
 namespace k3::cli {
@@ -45,32 +45,19 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 }  // namespace
 
 int detokenize_main(int argc, char** argv) {
-    std::string dir;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::fputs(kUsage, stdout);
-            return 0;
-        } else if (!std::strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
-            dir = argv[++i];
-        } else {
-            std::fprintf(stderr, "k3serve detokenize: unexpected argument '%s'\n\n%s", argv[i], kUsage);
-            return 2;
+    return run_subcommand({"detokenize", kUsage}, argc, argv, [](ArgList& args) {
+        std::string dir;
+        while (args.next()) {
+            if (args.is("--tokenizer")) dir = args.value();
+            else args.positional({});
         }
-    }
-    if (dir.empty()) {
-        std::fprintf(stderr, "k3serve detokenize: --tokenizer DIR is required\n\n%s", kUsage);
-        return 2;
-    }
-    try {
+        if (dir.empty()) throw Error(ErrorKind::Usage, "--tokenizer DIR is required");
         auto tok = Tokenizer::load(dir);
         std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
         std::string out = tok->decode(parse_ids(input));
         std::fwrite(out.data(), 1, out.size(), stdout);
         return std::fflush(stdout) == 0 ? 0 : 1;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve detokenize: %s\n", e.what());
-        return exit_code_for(e.kind());
-    }
+    });
 }
 
 }  // namespace k3::cli

@@ -10,6 +10,7 @@
 
 #include "io/disk_bandwidth.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "k3/error.h"
 
 namespace k3::cli {
@@ -18,17 +19,17 @@ namespace {
 
 constexpr int64_t kK3MiniExpertBytes = 1253376;
 
-void usage(FILE* out) {
-    std::fprintf(out,
-                 "usage: k3serve diskbench PATH [options]\n"
-                 "  PATH               a file, or a model directory (its *.safetensors and trunk.bin are read)\n"
-                 "  --seq-gb X         bytes to read sequentially per row (default 2)\n"
-                 "  --random-gb X      bytes of random expert-sized reads per row (default 0.5)\n"
-                 "  --seconds S        time cap per row (default 3)\n"
-                 "  --expert-bytes N   random read size (default: one expert of PATH/config.json, else %lld)\n"
-                 "  --json             one JSON object instead of the table\n"
-                 "Buffered rows read through the page cache: data read recently is served from memory.\n",
-                 (long long)kK3MiniExpertBytes);
+std::string usage() {
+    return "usage: k3serve diskbench PATH [options]\n"
+           "  PATH               a file, or a model directory (its *.safetensors and trunk.bin are read)\n"
+           "  --seq-gb X         bytes to read sequentially per row (default 2)\n"
+           "  --random-gb X      bytes of random expert-sized reads per row (default 0.5)\n"
+           "  --seconds S        time cap per row (default 3)\n"
+           "  --expert-bytes N   random read size (default: one expert of PATH/config.json, else " +
+           std::to_string(kK3MiniExpertBytes) +
+           ")\n"
+           "  --json             one JSON object instead of the table\n"
+           "Buffered rows read through the page cache: data read recently is served from memory.\n";
 }
 
 // One expert's bytes from config.json (nested text_config or flat): 3 matrices of
@@ -50,37 +51,18 @@ int64_t expert_bytes_from_config(const std::filesystem::path& dir) {
 }  // namespace
 
 int diskbench_main(int argc, char** argv) {
-    std::string path;
-    double seq_gb = 2, random_gb = 0.5, seconds = 3;
-    int64_t expert = 0;
-    bool json = false;
-    try {
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) throw Error(ErrorKind::Usage, a + " needs a value");
-                return argv[++i];
-            };
-            if (a == "--help" || a == "-h") {
-                usage(stdout);
-                return 0;
-            } else if (a == "--seq-gb") {
-                seq_gb = std::stod(value());
-            } else if (a == "--random-gb") {
-                random_gb = std::stod(value());
-            } else if (a == "--seconds") {
-                seconds = std::stod(value());
-            } else if (a == "--expert-bytes") {
-                expert = std::stoll(value());
-            } else if (a == "--json") {
-                json = true;
-            } else if (!a.empty() && a[0] == '-') {
-                throw Error(ErrorKind::Usage, "unknown option " + a);
-            } else if (path.empty()) {
-                path = a;
-            } else {
-                throw Error(ErrorKind::Usage, "one PATH only");
-            }
+    return run_subcommand({"diskbench", usage()}, argc, argv, [](ArgList& args) {
+        std::string path;
+        double seq_gb = 2, random_gb = 0.5, seconds = 3;
+        int64_t expert = 0;
+        bool json = false;
+        while (args.next()) {
+            if (args.is("--seq-gb")) seq_gb = args.number();
+            else if (args.is("--random-gb")) random_gb = args.number();
+            else if (args.is("--seconds")) seconds = args.number();
+            else if (args.is("--expert-bytes")) expert = args.integer(int64_t(1) << 40);
+            else if (args.is("--json")) json = true;
+            else args.positional({&path});
         }
         if (path.empty()) throw Error(ErrorKind::Usage, "PATH is required");
         if (expert <= 0 && std::filesystem::is_directory(path)) expert = expert_bytes_from_config(path);
@@ -131,14 +113,7 @@ int diskbench_main(int argc, char** argv) {
         }
         if (json) std::printf("%s\n", out.dump().c_str());
         return 0;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve diskbench: %s\n", e.what());
-        if (e.kind() == ErrorKind::Usage) usage(stderr);
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve diskbench: bad value: %s\n", e.what());
-        return 2;
-    }
+    });
 }
 
 }  // namespace k3::cli

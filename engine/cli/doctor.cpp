@@ -30,10 +30,10 @@
 #include "k3/error.h"
 #include "kernels/kernels.h"
 #include "kimi_k3_config.h"
-#include "model/config.h"
+#include "weights/config.h"
 #include "store/memory_plan.h"
 #include "util/aligned_bytes.h"
-#include "util/cpu_topology.h"
+#include "k3/options.h"
 #include "weights/model_tensors.h"
 
 namespace k3::cli {

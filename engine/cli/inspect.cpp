@@ -14,6 +14,7 @@
 
 #include "weights/checkpoint.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "cli/byte_format.h"
 #include "k3/error.h"
 
@@ -21,18 +22,16 @@ namespace k3::cli {
 
 namespace {
 
-void usage(FILE* out) {
-    std::fprintf(out,
-                 "usage: k3serve inspect MODEL_DIR | CONFIG.json\n"
-                 "\n"
-                 "Prints a Kimi K3 checkpoint's shape, tensor counts and bytes by kind (embed, lm_head,\n"
-                 "trunk per layer, one routed expert, the expert pool), the bytes one token touches with\n"
-                 "nothing cached, the KDA state and MLA KV sizes, and the memory needed at a few trunk\n"
-                 "budgets. A config.json alone is enough; when shards are present they are validated\n"
-                 "first, as 'k3serve verify' does.\n"
-                 "\n"
-                 "Exit status: 0 ok, 2 config or checkpoint refused, 1 other failure.\n");
-}
+constexpr const char* kUsage =
+    "usage: k3serve inspect MODEL_DIR | CONFIG.json\n"
+    "\n"
+    "Prints a Kimi K3 checkpoint's shape, tensor counts and bytes by kind (embed, lm_head,\n"
+    "trunk per layer, one routed expert, the expert pool), the bytes one token touches with\n"
+    "nothing cached, the KDA state and MLA KV sizes, and the memory needed at a few trunk\n"
+    "budgets. A config.json alone is enough; when shards are present they are validated\n"
+    "first, as 'k3serve verify' does.\n"
+    "\n"
+    "Exit status: 0 ok, 2 config or checkpoint refused, 1 other failure.\n";
 
 bool has_shards(const std::filesystem::path& dir) {
     std::error_code ec;
@@ -189,24 +188,10 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
 }  // namespace
 
 int inspect_main(int argc, char** argv) {
-    const char* target = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (argv[i][0] == '-' || target) {
-            std::fprintf(stderr, "k3serve inspect: unexpected argument '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-        target = argv[i];
-    }
-    if (!target) {
-        usage(stderr);
-        return 2;
-    }
-    try {
+    return run_subcommand({"inspect", kUsage}, argc, argv, [](ArgList& args) {
+        std::string target;
+        while (args.next()) args.positional({&target});
+        if (target.empty()) throw Error(ErrorKind::Usage, "MODEL_DIR or CONFIG.json is required");
         std::filesystem::path path(target);
         std::error_code ec;
         if (!std::filesystem::is_directory(path, ec)) {
@@ -223,13 +208,7 @@ int inspect_main(int argc, char** argv) {
                    path.string() + " (" + std::to_string(ck.directory.shards().size()) + " shards, verified)");
         }
         return 0;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve inspect: %s\n", e.what());
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve inspect: %s\n", e.what());
-        return 1;
-    }
+    });
 }
 
 }  // namespace k3::cli

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "synthetic/model_presets.h"
 #include "synthetic/checkpoint.h"
 #include "k3/error.h"
@@ -16,27 +17,30 @@ namespace k3::cli {
 
 namespace {
 
-void print_usage(FILE* out) {
-    std::fprintf(out,
-                 "usage: k3serve make-model OUT_DIR --preset NAME [--seed N] [--shards N] [--force]\n"
-                 "\n"
-                 "Writes a random-weight checkpoint in Kimi K3's released layout (nested config.json,\n"
-                 "safetensors shards + index, MXFP4 experts, tiktoken.model, tokenizer_config.json).\n"
-                 "The same preset and seed always give byte-identical files.\n"
-                 "\n"
-                 "  --preset NAME  one of:\n");
+std::string usage() {
+    std::string s =
+        "usage: k3serve make-model OUT_DIR --preset NAME [--seed N] [--shards N] [--force]\n"
+        "\n"
+        "Writes a random-weight checkpoint in Kimi K3's released layout (nested config.json,\n"
+        "safetensors shards + index, MXFP4 experts, tiktoken.model, tokenizer_config.json).\n"
+        "The same preset and seed always give byte-identical files.\n"
+        "\n"
+        "  --preset NAME  one of:\n";
     for (const auto& p : model_presets()) {
         int64_t bytes = 0;
         for (const auto& t : model_tensors(p.config)) bytes += t.nbytes();
-        std::fprintf(out, "                   %-10s %s; %.1f MB, %d shards\n", p.name.c_str(), p.summary.c_str(),
-                     double(bytes) / 1e6, p.default_shards);
+        char line[512];
+        std::snprintf(line, sizeof line, "                   %-10s %s; %.1f MB, %d shards\n", p.name.c_str(), p.summary.c_str(),
+                      double(bytes) / 1e6, p.default_shards);
+        s += line;
     }
-    std::fprintf(out,
-                 "  --seed N       random seed (unsigned 64-bit, default 0)\n"
-                 "  --shards N     number of safetensors files (default: the preset's)\n"
-                 "  --force        replace a model make-model wrote earlier in OUT_DIR\n"
-                 "\n"
-                 "config.json is written last: its presence means the model is complete.\n");
+    s +=
+        "  --seed N       random seed (unsigned 64-bit, default 0)\n"
+        "  --shards N     number of safetensors files (default: the preset's)\n"
+        "  --force        replace a model make-model wrote earlier in OUT_DIR\n"
+        "\n"
+        "config.json is written last: its presence means the model is complete.\n";
+    return s;
 }
 
 bool parse_u64(const char* s, uint64_t* out) {
@@ -52,40 +56,28 @@ bool parse_u64(const char* s, uint64_t* out) {
 }  // namespace
 
 int make_model_main(int argc, char** argv) {
-    std::string out_dir, preset_name;
-    uint64_t seed = 0;
-    int shards = 0;
-    bool force = false;
-    try {
-        for (int i = 1; i < argc; ++i) {
-            const std::string_view a = argv[i];
-            auto value = [&](std::string_view flag) -> const char* {
-                if (i + 1 >= argc) throw Error(ErrorKind::Usage, std::string(flag) + " needs a value");
-                return argv[++i];
-            };
-            if (a == "--help" || a == "-h") {
-                print_usage(stdout);
-                return 0;
-            } else if (a == "--preset") {
-                preset_name = value(a);
-            } else if (a == "--seed") {
-                const char* v = value(a);
+    return run_subcommand({"make-model", usage()}, argc, argv, [](ArgList& args) {
+        std::string out_dir, preset_name;
+        uint64_t seed = 0;
+        int shards = 0;
+        bool force = false;
+        while (args.next()) {
+            if (args.is("--preset")) {
+                preset_name = args.value();
+            } else if (args.is("--seed")) {
+                const char* v = args.value();
                 if (!parse_u64(v, &seed))
                     throw Error(ErrorKind::Usage, std::string("--seed '") + v + "': expected an unsigned integer");
-            } else if (a == "--shards") {
-                const char* v = value(a);
+            } else if (args.is("--shards")) {
+                const char* v = args.value();
                 uint64_t n = 0;
                 if (!parse_u64(v, &n) || n == 0 || n > 99999)
                     throw Error(ErrorKind::Usage, std::string("--shards '") + v + "': expected an integer >= 1");
                 shards = int(n);
-            } else if (a == "--force") {
+            } else if (args.is("--force")) {
                 force = true;
-            } else if (a.starts_with("-")) {
-                throw Error(ErrorKind::Usage, "unknown option '" + std::string(a) + "'");
-            } else if (out_dir.empty()) {
-                out_dir = a;
             } else {
-                throw Error(ErrorKind::Usage, "unexpected argument '" + std::string(a) + "' (OUT_DIR is '" + out_dir + "')");
+                args.positional({&out_dir});
             }
         }
         if (out_dir.empty()) throw Error(ErrorKind::Usage, "missing OUT_DIR");
@@ -107,14 +99,7 @@ int make_model_main(int argc, char** argv) {
                     double(stats.file_bytes) / 1e9, stats.shards, stats.seconds,
                     double(stats.file_bytes) / 1e6 / std::max(stats.seconds, 1e-9));
         return 0;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve make-model: %s\n", e.what());
-        if (e.kind() == ErrorKind::Usage) std::fprintf(stderr, "(k3serve make-model --help for usage)\n");
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve make-model: %s\n", e.what());
-        return 1;
-    }
+    });
 }
 
 }  // namespace k3::cli

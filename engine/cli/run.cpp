@@ -4,7 +4,9 @@
 // the tool the golden and speed checks script against, so its output is plain and stable.
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,8 +16,10 @@
 #include <vector>
 
 #include "k3/engine.h"
+#include "k3/stats.h"
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "k3/error.h"
 
 namespace k3::cli {
@@ -56,64 +60,46 @@ struct Args {
     MemoryOptions memory;
 };
 
-double parse_gb(const std::string& flag, const char* v) {
-    char* end = nullptr;
-    errno = 0;
-    const double x = std::strtod(v, &end);
-    if (errno || end == v || *end || !(x >= 0) || x > 1e6)
-        throw Error(ErrorKind::Usage, flag + " expects a size in GB (a non-negative number), got '" + v + "'");
-    return x;
-}
-
-int parse_int(const std::string& flag, const char* v) {
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (errno || end == v || *end || n < 0 || n > 1'000'000'000)
-        throw Error(ErrorKind::Usage, flag + " expects a non-negative integer, got '" + v + "'");
-    return int(n);
-}
-
 std::vector<int32_t> parse_ids(const char* v) {
     std::vector<int32_t> ids;
     std::stringstream in(v);
     std::string item;
-    while (std::getline(in, item, ','))
-        if (!item.empty()) ids.push_back(parse_int("--ids", item.c_str()));
+    while (std::getline(in, item, ',')) {
+        if (item.empty()) continue;
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (errno || *end || n < 0 || n > 1'000'000'000)
+            throw Error(ErrorKind::Usage, "--ids expects non-negative integers, got '" + item + "'");
+        ids.push_back(int32_t(n));
+    }
     if (ids.empty()) throw Error(ErrorKind::Usage, "--ids needs at least one id");
     return ids;
 }
 
-Args parse_args(int argc, char** argv) {
+Args parse_args(ArgList& args) {
     Args a;
-    for (int i = 1; i < argc; ++i) {
-        const std::string f = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) throw Error(ErrorKind::Usage, f + " needs a value");
-            return argv[++i];
-        };
-        if (f == "--ids") a.ids = parse_ids(value()), a.have_ids = true;
-        else if (f == "--prompt") a.prompt = value(), a.have_prompt = true;
-        else if (f == "--prompt-file") {
-            const std::string path = value();
+    while (args.next()) {
+        if (args.is("--ids")) a.ids = parse_ids(args.value()), a.have_ids = true;
+        else if (args.is("--prompt")) a.prompt = args.value(), a.have_prompt = true;
+        else if (args.is("--prompt-file")) {
+            const std::string path = args.value();
             std::ifstream in(path, std::ios::binary);
             if (!in) throw Error(ErrorKind::Usage, "cannot read --prompt-file " + path);
             a.prompt.assign(std::istreambuf_iterator<char>(in), {});
             if (a.have_prompt) throw Error(ErrorKind::Usage, "give only one of --prompt and --prompt-file");
             a.have_prompt = true;
-        } else if (f == "--gen") a.gen = parse_int(f, value());
-        else if (f == "--threads") a.threads = parse_int(f, value());
-        else if (f == "--ctx") a.ctx = parse_int(f, value());
-        else if (f == "--kernels") a.kernels = value();
-        else if (f == "--dump-logits") a.dump_logits = value();
-        else if (f == "--report") a.report = value();
-        else if (f == "--preset") a.memory.preset = value();
-        else if (f == "--trunk-gb") a.memory.trunk_gb = parse_gb(f, value());
-        else if (f == "--cache-gb") a.memory.cache_gb = parse_gb(f, value());
-        else if (f == "--trunk") a.memory.trunk_dir = value();
-        else if (!f.empty() && f[0] == '-') throw Error(ErrorKind::Usage, "unknown option " + f);
-        else if (a.model_dir.empty()) a.model_dir = f;
-        else throw Error(ErrorKind::Usage, "unexpected argument " + f);
+        } else if (args.is("--gen")) a.gen = int(args.integer());
+        else if (args.is("--threads")) a.threads = int(args.integer());
+        else if (args.is("--ctx")) a.ctx = int(args.integer());
+        else if (args.is("--kernels")) a.kernels = args.value();
+        else if (args.is("--dump-logits")) a.dump_logits = args.value();
+        else if (args.is("--report")) a.report = args.value();
+        else if (args.is("--preset")) a.memory.preset = args.value();
+        else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
+        else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
+        else if (args.is("--trunk")) a.memory.trunk_dir = args.value();
+        else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
     if (a.have_ids == a.have_prompt) throw Error(ErrorKind::Usage, "give exactly one of --ids, --prompt, --prompt-file");
@@ -143,6 +129,92 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
     if (!out) throw Error(ErrorKind::Io, "cannot write --dump-logits " + path);
+}
+
+// What a run produced, for the summary and the report.
+struct Outcome {
+    std::vector<int32_t> prompt, generated;
+    std::vector<Step> steps;  // step 0 is the prompt
+    std::string text;
+    bool have_text = false;
+    Status status;
+    EngineStats total;
+
+    double prefill_seconds() const { return steps.empty() ? 0.0 : steps[0].seconds; }
+    double seconds_per_token() const {
+        double decode_s = 0;
+        for (size_t i = 1; i < steps.size(); ++i) decode_s += steps[i].seconds;
+        return steps.size() > 1 ? decode_s / double(steps.size() - 1) : 0;
+    }
+    double wall_seconds() const {
+        double wall = 0;
+        for (const Step& s : steps) wall += s.seconds;
+        return wall;
+    }
+    double io_share() const { return wall_seconds() > 0 ? total.io_seconds / wall_seconds() : 0; }
+    double read_mb_per_s() const {
+        const double bytes_read = double(total.trunk_bytes_read + total.expert_bytes_read);
+        return wall_seconds() > 0 ? bytes_read / 1e6 / wall_seconds() : 0;
+    }
+};
+
+void print_summary(const ModelInfo& info, const Outcome& o) {
+    const EngineStats& total = o.total;
+    std::printf("prompt ids:");
+    for (int32_t id : o.prompt) std::printf(" %d", id);
+    std::printf("\ngenerated ids:");
+    for (int32_t id : o.generated) std::printf(" %d", id);
+    std::printf("\n");
+    if (o.have_text) std::printf("text: %s\n", o.text.c_str());
+    std::printf("prompt: %zu tokens in %.4f s; decode: %.4f s/token over %zu steps; peak RSS %.3f GB; kernels %s\n",
+                o.prompt.size(), o.prefill_seconds(), o.seconds_per_token(), o.steps.size() > 1 ? o.steps.size() - 1 : 0,
+                double(peak_rss_bytes()) / 1e9, info.kernels.c_str());
+
+    // Where the time and the bytes went (whole run).
+    const double retention = total.expert_requests ? double(total.expert_hits) / double(total.expert_requests) : 0;
+    std::printf("reads: trunk %.3f GB, experts %.3f GB in %.3f s of wall time: %.0f MB/s; waiting on reads %.3f s "
+                "(I/O share %.1f%%)\n",
+                double(total.trunk_bytes_read) / 1e9, double(total.expert_bytes_read) / 1e9, o.wall_seconds(),
+                o.read_mb_per_s(), total.io_seconds, 100 * o.io_share());
+    std::printf("experts: %llu requests, %llu served without a read (true retention %.1f%%), %llu evictions, "
+                "%llu failed; trunk: %d layers pinned, ring of %d slots\n",
+                (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
+                (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
+                total.pinned_layers, total.ring_slots);
+}
+
+void write_report(const std::string& path, const ModelInfo& info, const Outcome& o, int code) {
+    nlohmann::json r;
+    r["model"] = info.name;
+    r["fingerprint"] = info.fingerprint;
+    r["kernels"] = info.kernels;
+    r["memory_plan"] = info.memory_plan;
+    r["prompt_ids"] = o.prompt;
+    r["generated_ids"] = o.generated;
+    if (o.have_text) r["text"] = o.text;
+    r["steps"] = nlohmann::json::array();
+    for (const Step& s : o.steps)
+        r["steps"].push_back({{"token", s.token}, {"seconds", s.seconds}, {"trunk_bytes", s.trunk_bytes},
+                              {"expert_bytes", s.expert_bytes}});
+    r["prefill_seconds"] = o.prefill_seconds();
+    r["seconds_per_token"] = o.seconds_per_token();
+    r["peak_rss_bytes"] = peak_rss_bytes();
+    // The engine's counters, named as /metrics names them (k3/stats.h).
+    visit_stats(o.total, [&](const StatField& f) {
+        if (f.whole) r[f.key] = uint64_t(f.value);
+        else r[f.key] = f.value;
+    });
+    r["wall_seconds"] = o.wall_seconds();
+    r["io_share"] = o.io_share();
+    r["read_mb_per_s"] = o.read_mb_per_s();
+    r["kv_bytes_per_position"] = info.kv_bytes_per_position;
+    r["status"] = o.status.ok() ? "ok" : o.status.message;
+    r["exit_code"] = code;
+    std::ofstream out(path);
+    // Generated text may end inside a UTF-8 sequence (or be invalid bytes from a random model):
+    // the report replaces such bytes with U+FFFD rather than failing.
+    out << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!out) throw Error(ErrorKind::Io, "cannot write --report " + path);
 }
 
 int run(const Args& args) {
@@ -212,118 +284,36 @@ int run(const Args& args) {
         if (status.ok()) record(t0, s0);
     }
 
-    const EngineStats total = engine->stats();
-    double decode_s = 0;
-    for (size_t i = 1; i < steps.size(); ++i) decode_s += steps[i].seconds;
-    const double s_per_token = steps.size() > 1 ? decode_s / double(steps.size() - 1) : 0;
-    std::string text;
+    Outcome o{std::move(prompt), std::move(generated), std::move(steps), {}, bool(tok), status, engine->stats()};
     if (tok) {
         try {
-            text = tok->decode(generated);
+            o.text = tok->decode(o.generated);
         } catch (const Error&) {
-            text.clear();
+            o.text.clear();
         }
     }
-    std::printf("prompt ids:");
-    for (int32_t id : prompt) std::printf(" %d", id);
-    std::printf("\ngenerated ids:");
-    for (int32_t id : generated) std::printf(" %d", id);
-    std::printf("\n");
-    if (tok) std::printf("text: %s\n", text.c_str());
-    std::printf("prompt: %zu tokens in %.4f s; decode: %.4f s/token over %zu steps; peak RSS %.3f GB; kernels %s\n",
-                prompt.size(), steps.empty() ? 0.0 : steps[0].seconds, s_per_token,
-                steps.size() > 1 ? steps.size() - 1 : 0, double(peak_rss_bytes()) / 1e9, info.kernels.c_str());
-
-    // Where the time and the bytes went (whole run).
-    double wall = 0;
-    for (const Step& s : steps) wall += s.seconds;
-    const double bytes_read = double(total.trunk_bytes_read + total.expert_bytes_read);
-    const double io_share = wall > 0 ? total.io_seconds / wall : 0;
-    const double read_mb_per_s = wall > 0 ? bytes_read / 1e6 / wall : 0;
-    const double retention = total.expert_requests ? double(total.expert_hits) / double(total.expert_requests) : 0;
-    std::printf("reads: trunk %.3f GB, experts %.3f GB in %.3f s of wall time: %.0f MB/s; waiting on reads %.3f s "
-                "(I/O share %.1f%%)\n",
-                double(total.trunk_bytes_read) / 1e9, double(total.expert_bytes_read) / 1e9, wall, read_mb_per_s,
-                total.io_seconds, 100 * io_share);
-    std::printf("experts: %llu requests, %llu served without a read (true retention %.1f%%), %llu evictions, "
-                "%llu failed; trunk: %d layers pinned, ring of %d slots\n",
-                (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
-                (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
-                total.pinned_layers, total.ring_slots);
+    print_summary(info, o);
 
     int code = 0;
     if (!status.ok()) {
-        std::fprintf(stderr, "k3serve run: step %zu failed: %s\n", steps.size(), status.message.c_str());
+        std::fprintf(stderr, "k3serve run: step %zu failed: %s\n", o.steps.size(), status.message.c_str());
         code = 1;
     }
     // A step that failed stopped the run (exit 1); 4 is for a run that completed although an
     // expert read failed along the way.
-    if (status.ok() && total.expert_read_failures > 0) {
+    if (status.ok() && o.total.expert_read_failures > 0) {
         std::fprintf(stderr, "k3serve run: %llu routed expert read(s) failed; the output cannot be trusted\n",
-                     (unsigned long long)total.expert_read_failures);
+                     (unsigned long long)o.total.expert_read_failures);
         code = 4;
     }
-
-    if (!args.report.empty()) {
-        nlohmann::json r;
-        r["model"] = info.name;
-        r["fingerprint"] = info.fingerprint;
-        r["kernels"] = info.kernels;
-        r["memory_plan"] = info.memory_plan;
-        r["prompt_ids"] = prompt;
-        r["generated_ids"] = generated;
-        if (tok) r["text"] = text;
-        r["steps"] = nlohmann::json::array();
-        for (const Step& s : steps)
-            r["steps"].push_back({{"token", s.token}, {"seconds", s.seconds}, {"trunk_bytes", s.trunk_bytes},
-                                  {"expert_bytes", s.expert_bytes}});
-        r["prefill_seconds"] = steps.empty() ? 0.0 : steps[0].seconds;
-        r["seconds_per_token"] = s_per_token;
-        r["peak_rss_bytes"] = peak_rss_bytes();
-        r["trunk_bytes_read"] = total.trunk_bytes_read;
-        r["expert_bytes_read"] = total.expert_bytes_read;
-        r["expert_requests"] = total.expert_requests;
-        r["expert_hits"] = total.expert_hits;
-        r["expert_read_failures"] = total.expert_read_failures;
-        r["expert_evictions"] = total.expert_evictions;
-        r["expert_true_retention"] = retention;
-        r["pinned_layers"] = total.pinned_layers;
-        r["ring_slots"] = total.ring_slots;
-        r["wall_seconds"] = wall;
-        r["io_share"] = io_share;
-        r["read_mb_per_s"] = read_mb_per_s;
-        r["io_seconds"] = total.io_seconds;
-        r["compute_seconds"] = total.compute_seconds;
-        r["kv_bytes_per_position"] = info.kv_bytes_per_position;
-        r["status"] = status.ok() ? "ok" : status.message;
-        r["exit_code"] = code;
-        std::ofstream out(args.report);
-        // Generated text may end inside a UTF-8 sequence (or be invalid bytes from a random model):
-        // the report replaces such bytes with U+FFFD rather than failing.
-        out << r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        if (!out) throw Error(ErrorKind::Io, "cannot write --report " + args.report);
-    }
+    if (!args.report.empty()) write_report(args.report, info, o, code);
     return code;
 }
 
 }  // namespace
 
 int run_main(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::fputs(kUsage, stdout);
-            return 0;
-        }
-    try {
-        return run(parse_args(argc, argv));
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve run: %s\n", e.what());
-        if (e.kind() == ErrorKind::Usage) std::fputs(kUsage, stderr);
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve run: %s\n", e.what());
-        return 1;
-    }
+    return run_subcommand({"run", kUsage}, argc, argv, [](ArgList& args) { return run(parse_args(args)); });
 }
 
 }  // namespace k3::cli

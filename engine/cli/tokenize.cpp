@@ -1,12 +1,12 @@
 // k3serve tokenize --tokenizer DIR [--allow-special]: UTF-8 text on stdin -> JSON array of ids.
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <string>
 
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "k3/error.h"
 
 namespace k3::cli {
@@ -26,26 +26,15 @@ constexpr const char* kUsage =
 }  // namespace
 
 int tokenize_main(int argc, char** argv) {
-    std::string dir;
-    bool allow_special = false;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::fputs(kUsage, stdout);
-            return 0;
-        } else if (!std::strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (!std::strcmp(argv[i], "--allow-special")) {
-            allow_special = true;
-        } else {
-            std::fprintf(stderr, "k3serve tokenize: unexpected argument '%s'\n\n%s", argv[i], kUsage);
-            return 2;
+    return run_subcommand({"tokenize", kUsage}, argc, argv, [](ArgList& args) {
+        std::string dir;
+        bool allow_special = false;
+        while (args.next()) {
+            if (args.is("--tokenizer")) dir = args.value();
+            else if (args.is("--allow-special")) allow_special = true;
+            else args.positional({});
         }
-    }
-    if (dir.empty()) {
-        std::fprintf(stderr, "k3serve tokenize: --tokenizer DIR is required\n\n%s", kUsage);
-        return 2;
-    }
-    try {
+        if (dir.empty()) throw Error(ErrorKind::Usage, "--tokenizer DIR is required");
         auto tok = Tokenizer::load(dir);
         std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
         std::vector<int32_t> ids = tok->encode(text, allow_special);
@@ -57,10 +46,7 @@ int tokenize_main(int argc, char** argv) {
         out += "]\n";
         std::fwrite(out.data(), 1, out.size(), stdout);
         return std::fflush(stdout) == 0 ? 0 : 1;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve tokenize: %s\n", e.what());
-        return exit_code_for(e.kind());
-    }
+    });
 }
 
 }  // namespace k3::cli

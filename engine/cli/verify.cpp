@@ -12,6 +12,7 @@
 
 #include "weights/checkpoint.h"
 #include "k3/cli.h"
+#include "cli/subcommand.h"
 #include "cli/byte_format.h"
 #include "k3/error.h"
 
@@ -19,19 +20,17 @@ namespace k3::cli {
 
 namespace {
 
-void usage(FILE* out) {
-    std::fprintf(out,
-                 "usage: k3serve verify MODEL_DIR\n"
-                 "\n"
-                 "Checks a Kimi K3 checkpoint completely before it is served: config.json (refusing\n"
-                 "anything k3serve does not implement), every safetensors header (length bound, JSON,\n"
-                 "dtypes, offsets inside the file and not overlapping, sizes), the shards against each\n"
-                 "other and against model.safetensors.index.json, every tensor the config requires\n"
-                 "(dtype and shape), MXFP4 packed/scale pairs, each layer's trunk tensors contiguous in\n"
-                 "one shard, and each routed expert's six tensors back to back. Reads headers only.\n"
-                 "\n"
-                 "Exit status: 0 sound, 2 refused (the message names the file and tensor), 1 other failure.\n");
-}
+constexpr const char* kUsage =
+    "usage: k3serve verify MODEL_DIR\n"
+    "\n"
+    "Checks a Kimi K3 checkpoint completely before it is served: config.json (refusing\n"
+    "anything k3serve does not implement), every safetensors header (length bound, JSON,\n"
+    "dtypes, offsets inside the file and not overlapping, sizes), the shards against each\n"
+    "other and against model.safetensors.index.json, every tensor the config requires\n"
+    "(dtype and shape), MXFP4 packed/scale pairs, each layer's trunk tensors contiguous in\n"
+    "one shard, and each routed expert's six tensors back to back. Reads headers only.\n"
+    "\n"
+    "Exit status: 0 sound, 2 refused (the message names the file and tensor), 1 other failure.\n";
 
 // "vision_tower.encoder.blocks.3.attn.weight" -> "vision_tower.*"
 std::string family(const std::string& name) {
@@ -92,36 +91,16 @@ void print_summary(const Checkpoint& ck) {
 }  // namespace
 
 int verify_main(int argc, char** argv) {
-    const char* model_dir = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (argv[i][0] == '-' || model_dir) {
-            std::fprintf(stderr, "k3serve verify: unexpected argument '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-        model_dir = argv[i];
-    }
-    if (!model_dir) {
-        usage(stderr);
-        return 2;
-    }
-    try {
+    return run_subcommand({"verify", kUsage, "FAILED: the checkpoint cannot be served"}, argc, argv, [](ArgList& args) {
+        std::string model_dir;
+        while (args.next()) args.positional({&model_dir});
+        if (model_dir.empty()) throw Error(ErrorKind::Usage, "MODEL_DIR is required");
         Checkpoint ck = open_checkpoint(model_dir);
-        std::printf("verify %s\n", model_dir);
+        std::printf("verify %s\n", model_dir.c_str());
         print_summary(ck);
         std::printf("OK: the checkpoint is sound\n");
         return 0;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve verify: %s\nFAILED: the checkpoint cannot be served\n", e.what());
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve verify: %s\n", e.what());
-        return 1;
-    }
+    });
 }
 
 }  // namespace k3::cli

@@ -181,6 +181,10 @@ Status File::pread_full(void* dst, size_t n, int64_t offset) const {
     return s;
 }
 
+void File::read_exact(void* dst, int64_t n, int64_t offset, const std::string& what) const {
+    if (Status s = pread_full(dst, size_t(n), offset); !s.ok()) throw Error(ErrorKind::Io, "reading " + what + ": " + s.message);
+}
+
 void File::window(int64_t offset, int64_t n, int64_t* lo, int64_t* len) const {
     // Buffered files still use 4096 windows so the payload's address alignment does not depend
     // on which path read it.

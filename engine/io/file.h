@@ -83,6 +83,9 @@ public:
 
     // Reads exactly n bytes at `offset` into dst (any alignment) through the page cache.
     Status pread_full(void* dst, size_t n, int64_t offset) const;
+    // The same for reads made once at load (model-level tensors, resident runs, headers): a
+    // failure is thrown as k3::Error(Io) naming `what`, the file and the offset.
+    void read_exact(void* dst, int64_t n, int64_t offset, const std::string& what) const;
 
     // Reads [offset, offset + n) into `buf` (aligned to kMaxDirectAlign, `cap` >=
     // window_capacity(n)) and sets *payload to where byte `offset` landed. The run must lie

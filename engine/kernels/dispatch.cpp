@@ -1,8 +1,6 @@
-// Chooses the kernel set once per process: the best ISA this build and CPU support, unless
-// K3_KERNELS=scalar|avx2|avx512 asks for a specific one (tests and benchmarks). A request the
-// CPU or the build cannot honour falls back to the best lower set, with a note on stderr.
-#include <cstdio>
-#include <cstdlib>
+// Which kernel sets this build and CPU can run, the best of them (checked once per process), and
+// what a set's name maps to. Whether a request is honoured or refused is decided in one place,
+// Engine::load (api/engine.cpp), for --kernels and K3_KERNELS alike.
 #include <string_view>
 
 #include "kernels/kernel_sets.h"
@@ -48,22 +46,11 @@ const Kernels& kernels_for_request(const char* request) {
     } else if (want == "avx2") {
         got = avx2_kernels();
     } else {
-        const Kernels& best = best_available();
-        std::fprintf(stderr, "k3serve: K3_KERNELS=%s is not one of scalar, avx2, avx512; using %s\n", request,
-                     best.name);
-        return best;
+        return best_available();
     }
     if (got != nullptr) return *got;
-    // Fall back to the best set below the one requested.
-    const Kernels& fallback = (want == "avx512" && avx2_kernels() != nullptr) ? *avx2_kernels() : scalar_kernels();
-    std::fprintf(stderr, "k3serve: K3_KERNELS=%s is not supported by this %s; using %s\n", request,
-#if defined(__x86_64__) || defined(__i386__)
-                 "CPU or build",
-#else
-                 "build (not x86)",
-#endif
-                 fallback.name);
-    return fallback;
+    // The best set below the one requested.
+    return (want == "avx512" && avx2_kernels() != nullptr) ? *avx2_kernels() : scalar_kernels();
 }
 
 const Kernels* avx2_kernels() {
@@ -85,7 +72,7 @@ const Kernels* avx512_kernels() {
 }
 
 const Kernels& select_kernels() {
-    static const Kernels& chosen = kernels_for_request(std::getenv("K3_KERNELS"));
+    static const Kernels& chosen = best_available();
     return chosen;
 }
 

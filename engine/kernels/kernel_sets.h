@@ -35,7 +35,9 @@ constexpr uint32_t e8m0_bits(uint8_t s) {
 // so attention probabilities are the same bits everywhere.
 void softmax_scaled_in_place(float* scores, int64_t n, float scale);
 
-// What select_kernels() does with the value of K3_KERNELS (nullptr or "" = best available).
+// The set a name maps to: itself when this build and CPU have it, else the best set below it;
+// nullptr, "" or an unknown name: the best available. Engine::load refuses a request that does
+// not map to itself.
 const Kernels& kernels_for_request(const char* request);
 
 // e8m0_to_float for every scale byte, as a table the SIMD files index per group.

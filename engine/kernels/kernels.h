@@ -61,8 +61,8 @@ const Kernels& scalar_kernels();
 const Kernels* avx2_kernels();
 const Kernels* avx512_kernels();
 
-// The best set this CPU supports, chosen once. K3_KERNELS=scalar|avx2|avx512 in the
-// environment forces a set (for tests and benchmarks); an unsupported request falls back.
+// The best set this CPU and build support, chosen once. A named set (--kernels, K3_KERNELS) is
+// honoured or refused by Engine::load, the one place that reads either.
 const Kernels& select_kernels();
 
 // ---- MXFP4 format (spec 3.3) ----

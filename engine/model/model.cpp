@@ -7,7 +7,7 @@
 
 #include "model/blocks.h"
 #include "model/layer_lease.h"
-#include "io/file_read.h"
+#include "io/file.h"
 #include "model/norms.h"
 #include "util/check.h"
 #include "k3/error.h"
@@ -20,7 +20,8 @@ AlignedBytes read_resident(const Checkpoint& ckpt, const std::string& name) {
     const TensorInfo* t = ckpt.directory.find(name);
     if (!t) throw Error(ErrorKind::Checkpoint, "tensor " + name + " is missing from " + ckpt.dir.string());
     AlignedBytes b(size_t(t->nbytes));
-    ReadFile(ckpt.directory.shards()[size_t(t->shard)].path).read_exact(b.data(), t->nbytes, t->offset, name);
+    io::File::open(ckpt.directory.shards()[size_t(t->shard)].path, /*try_direct=*/false)
+        .read_exact(b.data(), t->nbytes, t->offset, name);
     return b;
 }
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 
 namespace k3 {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "io/file_read.h"
+#include "io/file.h"
 #include "util/aligned_bytes.h"
 #include "k3/error.h"
 #include "store/weight_store.h"
@@ -18,14 +18,14 @@ class ResidentStore final : public WeightStore {
 public:
     explicit ResidentStore(const Checkpoint& ckpt) : n_experts_(ckpt.config.num_experts) {
         const ModelConfig& c = ckpt.config;
-        std::vector<std::unique_ptr<ReadFile>> files;
-        for (const auto& shard : ckpt.directory.shards()) files.push_back(std::make_unique<ReadFile>(shard.path));
+        std::vector<io::File> files;
+        for (const auto& shard : ckpt.directory.shards()) files.push_back(io::File::open(shard.path, /*try_direct=*/false));
         expert_stride_ = size_t(expert_bytes(c));
         for (int il = 0; il < c.num_hidden_layers; ++il) {
             const ByteRun& r = ckpt.layer_runs[size_t(il)];
             layers_.emplace_back(size_t(r.nbytes));
-            files[size_t(r.shard)]->read_exact(layers_.back().data(), r.nbytes, r.offset,
-                                               "layer " + std::to_string(il) + "'s trunk run");
+            files[size_t(r.shard)].read_exact(layers_.back().data(), r.nbytes, r.offset,
+                                              "layer " + std::to_string(il) + "'s trunk run");
             if (c.is_dense(il)) {
                 experts_.emplace_back();
                 continue;
@@ -38,9 +38,9 @@ public:
                                                            std::to_string(il) + " has a run of " +
                                                            std::to_string(e.nbytes) + " bytes, expected " +
                                                            std::to_string(expert_stride_));
-                files[size_t(e.shard)]->read_exact(experts_.back().data() + size_t(ie) * expert_stride_, e.nbytes,
-                                                   e.offset,
-                                                   "expert " + std::to_string(ie) + " of layer " + std::to_string(il));
+                files[size_t(e.shard)].read_exact(experts_.back().data() + size_t(ie) * expert_stride_, e.nbytes,
+                                                  e.offset,
+                                                  "expert " + std::to_string(ie) + " of layer " + std::to_string(il));
             }
         }
     }

@@ -89,7 +89,8 @@ uint64_t run_checksum(const uint8_t* data, size_t n) {
     return h.finish();
 }
 
-TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir, bool verbose) {
+TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir,
+                           const std::function<void(const std::string&)>& progress) {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
     if (ec) throw Error(ErrorKind::Io, "cannot create " + out_dir.string() + ": " + ec.message());
@@ -132,9 +133,9 @@ TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& 
         }
         pl.checksum = hasher.finish();
         file_offset = align_up(file_offset + run.nbytes, kTrunkPackAlign);
-        if (verbose)
-            std::fprintf(stderr, "pack-trunk: layer %d: %lld bytes from %s at %lld\n", il, (long long)run.nbytes,
-                         pl.shard.c_str(), (long long)run.offset);
+        if (progress)
+            progress("layer " + std::to_string(il) + ": " + std::to_string(run.nbytes) + " bytes from " + pl.shard +
+                     " at " + std::to_string(run.offset));
         pack.layers.push_back(pl);
     }
     if (ftruncate(out, off_t(file_offset)) != 0 || fsync(out) != 0) {

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,11 @@ struct TrunkPack {
 // changed, missing or reordered bytes with overwhelming probability; not cryptographic.
 uint64_t run_checksum(const uint8_t* data, size_t n);
 
-// Writes OUT_DIR/trunk.bin and OUT_DIR/trunk.json from the checkpoint (progress to stderr when
-// `verbose`). Throws k3::Error(Io) on any read/write failure, naming the file.
-TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir, bool verbose);
+// Writes OUT_DIR/trunk.bin and OUT_DIR/trunk.json from the checkpoint; `progress` (may be empty)
+// receives one line per layer, as Engine::load and make-model report theirs. Throws
+// k3::Error(Io) on any read/write failure, naming the file.
+TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir,
+                           const std::function<void(const std::string&)>& progress = {});
 
 // Reads DIR/trunk.json and checks it (and trunk.bin) against the checkpoint as described above.
 // Throws k3::Error(Checkpoint) listing every mismatch.

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "weights/model_tensors.h"
 
 namespace k3 {

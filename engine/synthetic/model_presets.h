@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "synthetic/vocab.h"
 
 namespace k3 {

@@ -24,7 +24,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "weights/model_tensors.h"
 
 namespace k3 {

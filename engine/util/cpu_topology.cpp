@@ -1,5 +1,5 @@
-// physical_cores (cpu_topology.h).
-#include "util/cpu_topology.h"
+// physical_cores (k3/options.h).
+#include "k3/options.h"
 
 #include <fstream>
 #include <set>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "weights/safetensors.h"
 
 namespace k3 {

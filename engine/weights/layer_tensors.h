@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "weights/layer_views.h"
 #include "weights/model_tensors.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "weights/config.h"
 
 namespace k3 {
 

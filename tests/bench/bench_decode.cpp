@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "weights/checkpoint.h"
-#include "util/cpu_topology.h"
+#include "k3/options.h"
 #include "k3/engine.h"
 #include "weights/model_tensors.h"
 

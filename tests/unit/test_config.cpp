@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/config.h"
+#include "weights/config.h"
 #include "k3/error.h"
 
 using namespace k3;

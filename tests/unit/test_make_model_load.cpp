@@ -9,7 +9,7 @@
 #include <string>
 
 #include "weights/checkpoint.h"
-#include "model/config.h"
+#include "weights/config.h"
 #include "synthetic/model_presets.h"
 #include "synthetic/checkpoint.h"
 

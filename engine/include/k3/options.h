@@ -17,8 +17,14 @@ struct MemoryOptions {
 struct EngineOptions {
     std::string model_dir;
     MemoryOptions memory;
-    int threads = 0;           // 0 = number of physical cores
+    int threads = 0;           // 0 = physical_cores()
     std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512" to force
 };
+
+// The default compute thread count: the number of physical cores (SMT siblings share the memory
+// bandwidth that decode is bound by, and only add contention). Distinct (package, core) pairs in
+// /proc/cpuinfo, else sysfs core ids, else the logical CPU count. The one count the engine, the
+// daemon's --threads default and `k3serve doctor` use.
+int physical_cores();
 
 }  // namespace k3

@@ -3,7 +3,7 @@
 // collected), then the shape is checked against what k3serve implements. Nothing is defaulted
 // except the three booleans the release format defaults (mla_use_output_gate, moe_renormalize,
 // latent_moe_use_norm), and nothing unusual is approximated: it is refused by name.
-#include "model/config.h"
+#include "weights/config.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,48 @@
+// visit_stats (k3/stats.h): the counters, their names in the run report and in /metrics, and
+// the figures derived from them.
+#include "k3/stats.h"
+
+#include <algorithm>
+
+#include "k3/engine.h"
+
+namespace k3 {
+
+void visit_stats(const EngineStats& e, const std::function<void(const StatField&)>& visit) {
+    const auto count = [&](const char* key, const char* metric, const char* type, const char* help, double v) {
+        visit(StatField{key, metric, type, help, v, true});
+    };
+    const auto figure = [&](const char* key, const char* metric, const char* type, const char* help, double v) {
+        visit(StatField{key, metric, type, help, v, false});
+    };
+    const uint64_t misses = e.expert_requests - std::min(e.expert_requests, e.expert_hits);
+    const double busy = e.io_seconds + e.compute_seconds;
+    count("tokens_evaluated", "k3serve:tokens_evaluated_total", "counter", "Positions the engine evaluated.",
+          double(e.tokens_evaluated));
+    count("expert_requests", "k3serve:expert_cache_requests_total", "counter", "Routed-expert lookups.",
+          double(e.expert_requests));
+    count("expert_hits", "k3serve:expert_cache_hits_total", "counter", "Routed experts served from the cache.",
+          double(e.expert_hits));
+    count("expert_misses", "k3serve:expert_cache_misses_total", "counter", "Routed experts read from disk.",
+          double(misses));
+    count("expert_evictions", "k3serve:expert_cache_evictions_total", "counter", "Experts evicted from the cache.",
+          double(e.expert_evictions));
+    figure("expert_true_retention", "k3serve:expert_cache_hit_ratio", "gauge",
+           "Share of expert lookups served from the cache (retention), 0..1.",
+           e.expert_requests ? double(e.expert_hits) / double(e.expert_requests) : 0.0);
+    count("expert_read_failures", "k3serve:expert_read_failures_total", "counter",
+          "Expert reads that failed or came back short.", double(e.expert_read_failures));
+    count("trunk_bytes_read", "k3serve:trunk_bytes_read_total", "counter", "Bytes of dense trunk streamed from disk.",
+          double(e.trunk_bytes_read));
+    count("expert_bytes_read", "k3serve:expert_bytes_read_total", "counter", "Bytes of routed experts read from disk.",
+          double(e.expert_bytes_read));
+    figure("io_seconds", "k3serve:io_seconds_total", "counter", "Time the engine waited for reads.", e.io_seconds);
+    figure("compute_seconds", "k3serve:compute_seconds_total", "counter", "Time the engine computed.",
+           e.compute_seconds);
+    figure("engine_io_share", "k3serve:io_share", "gauge", "Share of engine time spent waiting for I/O, 0..1.",
+           busy > 0 ? e.io_seconds / busy : 0.0);
+    count("pinned_layers", "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
+    count("ring_slots", "k3serve:ring_slots", "gauge", "Trunk read-ring slots (streamed layers).", e.ring_slots);
+}
+
+}  // namespace k3
