@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""The floor-plan figures of docs/architecture.md: files per folder, include cycles, the largest
+functions. Reads a source tree (default: this checkout); to measure an older commit, extract it
+first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tmp/before
+
+  files per folder   .cpp/.h files in each folder of engine/ and server/
+  include cycles     strongly connected components of the #include "..." graph, between files
+                     and between folders (a folder cycle: two layers that include each other)
+  largest functions  the longest function bodies in engine/ and server/ (lines, from universal-ctags)
+
+--check (ctest `floor_plan`): exits 1 when there is an include cycle, between files or between
+folders, or when a public header (engine/include, engine/cli/include) includes a private one.
+"""
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCE_DIRS = ["engine", "server"]
+
+
+def sources(root):
+    for top in SOURCE_DIRS:
+        for d, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if f.endswith((".cpp", ".h")):
+                    yield os.path.relpath(os.path.join(d, f), root)
+
+
+def resolve(root, including, name):
+    """The file an #include "name" means: next to the includer, then the include roots."""
+    bases = [os.path.dirname(including), "engine", "engine/include", "engine/cli/include", "server"]
+    for b in bases:
+        p = os.path.normpath(os.path.join(b, name))
+        if os.path.isfile(os.path.join(root, p)):
+            return p
+    return None
+
+
+def include_graph(root, files):
+    g = {f: set() for f in files}
+    for f in files:
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = INCLUDE.match(line)
+                if m:
+                    t = resolve(root, f, m.group(1))
+                    if t and t != f:
+                        g[f].add(t)
+    return g
+
+
+def cycles(g):
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for start in g:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(g[start])))]
+        index[start] = low[start] = counter[0]; counter[0] += 1
+        stack.append(start); on.add(start)
+        while work:
+            v, it = work[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop(); on.discard(w); comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+                continue
+            if nxt not in index:
+                index[nxt] = low[nxt] = counter[0]; counter[0] += 1
+                stack.append(nxt); on.add(nxt)
+                work.append((nxt, iter(sorted(g.get(nxt, ())))))
+            elif nxt in on:
+                low[v] = min(low[v], index[nxt])
+    return out
+
+
+def folder(f):
+    d = os.path.dirname(f)
+    return "engine/include" if d.startswith("engine/include") else d
+
+
+def largest_functions(root, files, n):
+    if not shutil.which("ctags"):
+        return None
+    out = subprocess.run(["ctags", "-x", "--c++-kinds=f", "--fields=+ne", "--_xformat=%N\t%F\t%n\t%e",
+                          "-o", "-"] + files, cwd=root, capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        name, path, start, end = line.split("\t")
+        if name.startswith("__anon") or not end.isdigit():
+            continue  # lambdas are counted inside their function
+        rows.append((int(end) - int(start) + 1, f"{path}:{start}", name))
+    return sorted(rows, reverse=True)[:n]
+
+
+def is_public(f):
+    return f.startswith("engine/include/") or f.startswith("engine/cli/include/")
+
+
+def main(argv):
+    check = "--check" in argv
+    argv = [a for a in argv if a != "--check"]
+    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    files = list(sources(root))
+    per_folder = collections.Counter(folder(f) for f in files)
+    print(f"files per folder ({len(files)} .cpp/.h files in {' '.join(SOURCE_DIRS)}):")
+    for d, k in sorted(per_folder.items()):
+        print(f"  {k:4d}  {d}/")
+    g = include_graph(root, files)
+    file_cycles = cycles(g)
+    print(f"include cycles between files: {len(file_cycles)}")
+    for c in file_cycles:
+        print("  " + " <-> ".join(c))
+    fg = collections.defaultdict(set)
+    for f, targets in g.items():
+        for t in targets:
+            if folder(t) != folder(f):
+                fg[folder(f)].add(folder(t))
+            fg.setdefault(folder(t), set())
+    folder_cycles = cycles(dict(fg))
+    print(f"include cycles between folders: {len(folder_cycles)}")
+    for c in folder_cycles:
+        print("  " + " <-> ".join(c))
+    leaks = sorted(f"{f} -> {t}" for f, targets in g.items() if is_public(f) for t in targets if not is_public(t))
+    print(f"public headers that include a private one: {len(leaks)}")
+    for leak in leaks:
+        print("  " + leak)
+    if check:
+        return 1 if file_cycles or folder_cycles or leaks else 0
+    rows = largest_functions(root, files, 10)
+    if rows is None:
+        print("largest functions: universal-ctags is not installed (apt-get install universal-ctags)")
+    else:
+        print("largest functions (lines):")
+        for n, where, name in rows:
+            print(f"  {n:4d}  {name}  {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
