@@ -9,6 +9,8 @@ packages=(
   libpcre2-dev liburing-dev libsystemd-dev libbenchmark-dev libcurl4-openssl-dev libssl-dev
   python3 python3-numpy
   haproxy
+  # The web UI's Markdown, sanitiser and code highlighter, embedded into the binary at build time.
+  libjs-marked node-dompurify libjs-highlight.js
 )
 # The web UI and OpenAI-client tests need Node.js (>= 18) and a browser.
 if [ "${K3_WITH_NODE:-1}" = 1 ]; then

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <map>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "openai.h"
 #include "openai_response.h"
 #include "sse.h"
+#include "status.h"
 #include "k3/error.h"
 #include "web_assets.h"
 
@@ -33,7 +36,19 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 bool is_ui_path(const std::string& path) {
-    return path == "/" || path == "/index.html" || path == "/app.js" || path == "/style.css";
+    return path == "/" || (path.size() > 1 && find_web_asset(path.substr(1)) != nullptr);
+}
+
+// Figures that follow /metrics' rules: public unless --metrics-auth, answered while loading.
+bool is_figures_path(const std::string& path) { return path == "/metrics" || path == "/v1/status"; }
+
+// FNV-1a of an embedded file, as a strong ETag (computed once per file).
+std::string etag_of(const WebAsset& asset) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char* p = asset.begin; p != asset.end; ++p) h = (h ^ *p) * 1099511628211ull;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "\"%016llx\"", (unsigned long long)h);
+    return buf;
 }
 
 // Constant-time comparison, so key checks do not leak a prefix through timing.
@@ -116,19 +131,19 @@ struct HttpServer::Impl {
         }
         const std::string& path = req.path;
         bool is_public = path == "/health" || path == "/v1/health" || is_ui_path(path);
-        bool needs_key = !is_public && (path != "/metrics" || config().metrics_auth);
+        bool needs_key = !is_public && (!is_figures_path(path) || config().metrics_auth);
         if (needs_key && !authorized(req)) {
             state.metrics.count_request(RequestOutcome::Unauthorized);
             send_error(res, unauthorized_error());
             return httplib::Server::HandlerResponse::Handled;
         }
         Phase phase = state.phase.load();
-        if (!is_public && path != "/metrics" && phase == Phase::Loading) {
+        if (!is_public && !is_figures_path(path) && phase == Phase::Loading) {
             state.metrics.count_request(RequestOutcome::RejectedLoading);
             send_error(res, loading_error(state.status()));
             return httplib::Server::HandlerResponse::Handled;
         }
-        if (!is_public && path != "/metrics" && phase == Phase::Failed) {
+        if (!is_public && !is_figures_path(path) && phase == Phase::Failed) {
             send_error(res, model_failed_error(state.status()));
             return httplib::Server::HandlerResponse::Handled;
         }
@@ -201,6 +216,7 @@ struct HttpServer::Impl {
                                                             state.phase.load() == Phase::Ready),
                                        "text/plain; version=0.0.4");
                    }));
+        server.Get("/v1/status", wrap([this](const auto& req, auto& res) { status(req, res); }));
         server.Get("/v1/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.Get("/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.Get("/props", wrap([this](const auto&, auto& res) { props(res); }));
@@ -212,9 +228,11 @@ struct HttpServer::Impl {
             server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::ChatCompletions); }));
         for (const char* path : {"/v1/responses", "/responses"})
             server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Responses); }));
-        if (config().web_ui)
-            for (const char* path : {"/", "/index.html", "/app.js", "/style.css"})
-                server.Get(path, wrap([this](const auto& req, auto& res) { ui(req, res); }));
+        if (config().web_ui) {
+            server.Get("/", wrap([this](const auto& req, auto& res) { ui(req, res); }));
+            for (const WebAsset& asset : kWebAssets)
+                server.Get("/" + std::string(asset.name), wrap([this](const auto& req, auto& res) { ui(req, res); }));
+        }
     }
 
     void health(httplib::Response& res) {
@@ -302,27 +320,55 @@ struct HttpServer::Impl {
         send_json(res, 200, {{"content", state.tokenizer->decode(ids)}});
     }
 
+    void status(const httplib::Request& req, httplib::Response& res) {
+        uint64_t since = 0;
+        if (req.has_param("since")) {
+            const std::string v = req.get_param_value("since");
+            char* end = nullptr;
+            since = std::strtoull(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0') throw bad_request("since", "'since' must be a non-negative integer");
+        }
+        res.set_header("Cache-Control", "no-store");
+        send_json(res, 200, status_json(state, since));
+    }
+
+    // The UI's files. Its own files are revalidated on every load (no-cache + ETag, so a new
+    // build is picked up at once); the Debian libraries under vendor/ may be kept for a day.
+    // Content-Security-Policy: only this origin's scripts, styles and connections, no inline
+    // script or style, no frames, no plugins.
     void ui(const httplib::Request& req, httplib::Response& res) {
         std::string name = req.path == "/" ? "index.html" : req.path.substr(1);
         const WebAsset* asset = find_web_asset(name);
         if (!asset) throw not_found_error("no such file");
-        if (!config().web_dir.empty()) {
-            // Only the UI's own three files, never an arbitrary path.
+        static const std::map<std::string, std::string> etags = [] {
+            std::map<std::string, std::string> m;
+            for (const WebAsset& a : kWebAssets) m[a.name] = etag_of(a);
+            return m;
+        }();
+        bool vendor = name.rfind("vendor/", 0) == 0;
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Referrer-Policy", "no-referrer");
+        res.set_header("Cache-Control", vendor ? "public, max-age=86400" : "no-cache");
+        res.set_header("Content-Security-Policy",
+                       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+        if (name == "index.html") res.set_header("X-Frame-Options", "DENY");
+        if (!config().web_dir.empty() && !vendor) {
+            // --web-dir (UI development): only the UI's own files, never an arbitrary path.
             std::ifstream in(config().web_dir + "/" + name, std::ios::binary);
             if (!in) throw not_found_error("web-dir: cannot read " + name);
             std::stringstream ss;
             ss << in.rdbuf();
             res.set_content(ss.str(), asset->content_type);
-        } else {
-            res.set_content(reinterpret_cast<const char*>(asset->data), asset->size, asset->content_type);
+            return;
         }
-        res.set_header("Cache-Control", "no-cache");
-        res.set_header("X-Content-Type-Options", "nosniff");
-        if (name == "index.html") {
-            res.set_header("Content-Security-Policy",
-                           "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'");
-            res.set_header("X-Frame-Options", "DENY");
+        const std::string& etag = etags.at(name);
+        res.set_header("ETag", etag);
+        if (req.get_header_value("If-None-Match") == etag) {
+            res.status = 304;
+            return;
         }
+        res.set_content(reinterpret_cast<const char*>(asset->begin), asset->size(), asset->content_type);
     }
 
     // --- generation --------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "job.h"
 
@@ -52,6 +53,14 @@ public:
         return jobs_.size();
     }
     size_t capacity() const { return capacity_; }
+    // How long each waiting job has waited, first in line first (for /v1/status).
+    std::vector<double> waiting_seconds() const {
+        std::lock_guard lock(mutex_);
+        std::vector<double> out;
+        auto now = Clock::now();
+        for (const auto& job : jobs_) out.push_back(std::chrono::duration<double>(now - job->enqueued_at).count());
+        return out;
+    }
 
     // Cancels every job still waiting (shutdown after the drain timeout).
     void cancel_all(CancelReason reason) {

@@ -200,6 +200,7 @@ int serve_main(int argc, char** argv) {
     worker_options.n_ctx = state.limits.n_ctx;
     worker_options.slow_client_timeout = std::chrono::milliseconds(long(config.slow_client_s * 1000));
     worker_options.heartbeat = notify_watchdog;
+    worker_options.live = &state.live;
     EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
     worker.start();
     state.phase = Phase::Ready;

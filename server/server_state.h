@@ -9,6 +9,7 @@
 
 #include "daemon_config.h"
 #include "job_queue.h"
+#include "live_figures.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
 #include "metrics.h"
@@ -23,6 +24,7 @@ struct ServerState {
 
     const DaemonConfig config;
     Metrics metrics;
+    LiveFigures live;                   // what the worker is doing now, for /v1/status
     JobQueue queue;
     std::atomic<Phase> phase{Phase::Loading};
     long long start_time = 0;           // unix seconds, for "created" in /v1/models

@@ -209,6 +209,12 @@ void EngineWorker::run_job(Job& job) {
 
     // Prefill: reuse what the previous job left in the session, evaluate the rest.
     auto prefill_start = Clock::now();
+    if (options_.live) options_.live->begin(job, engine_.stats());
+    // Whichever way the job ends, the status page stops showing it as active.
+    struct EndLive {
+        LiveFigures* live;
+        ~EndLive() { if (live) live->end(); }
+    } end_live{options_.live};
     int reused = 0;
     Status st;
     if (job.params.n > 1 && job.prompt.size() > 1) {
@@ -236,6 +242,7 @@ void EngineWorker::run_job(Job& job) {
         }
     }
     metrics_.add_prompt_tokens(usage.prompt_tokens, reused, seconds_since(prefill_start));
+    if (options_.live) options_.live->prefilled(reused, seconds_since(prefill_start), engine_.stats());
 
     // n > 1: the choices are separate sequences from the same prompt; each later one resumes
     // from the snapshot sync kept at the end of the prompt, so the prompt is evaluated once.
@@ -285,6 +292,12 @@ bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage
         last_token_at = now;
         usage.completion_tokens++;
         generated++;
+        if (options_.live) {
+            // Live figures per token (the worker is the only thread that may ask the engine).
+            EngineStats stats = engine_.stats();
+            metrics_.set_engine_stats(stats);
+            options_.live->token(stats);
+        }
 
         JobEvent event;
         event.choice = choice;

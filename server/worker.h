@@ -18,6 +18,7 @@
 #include "k3/chat.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
+#include "live_figures.h"
 #include "metrics.h"
 
 namespace k3::server {
@@ -26,6 +27,7 @@ struct WorkerOptions {
     int n_ctx = 0;                                           // session context (tokens)
     std::chrono::milliseconds slow_client_timeout{10000};   // full channel this long -> cancel job
     std::function<void()> heartbeat;                         // called at least once a second (watchdog)
+    LiveFigures* live = nullptr;                             // per-token figures for /v1/status
 };
 
 class EngineWorker {

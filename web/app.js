@@ -1,166 +1,206 @@
-// k3serve web UI: a small chat client for /v1/chat/completions with streaming (SSE over fetch),
-// a stop button (aborting the request cancels the job on the server), optional thinking
-// (reasoning shown separately) and an optional API key kept in localStorage. No build step.
-'use strict';
+// k3serve web UI: starts the views, follows the daemon's state (loading with progress, ready,
+// failed, shutting down, unreachable and reconnecting, read-only when the API key is refused),
+// switches tabs and handles the keyboard shortcuts. No build step: ES modules served as they are.
+import { ApiError, request } from './api.js';
+import { chatBusy, editLast, initChat, newConversation, regenerate, setButtons, stopChat } from './chat.js';
+import { initCompletion, setCompletionButtons, stopCompletion } from './completion.js';
+import { retryNow, startFigures } from './figures.js';
+import { applyLimits, initSettings, openSettings } from './settings.js';
+import { initTokenizer } from './tokenizer.js';
 
 const $ = (id) => document.getElementById(id);
-const conversation = [];          // {role, content} of the conversation so far
-let controller = null;       // AbortController of the request in flight
-let modelId = null;
 
-function headers() {
-  const h = { 'Content-Type': 'application/json' };
-  const key = $('api-key').value.trim();
-  if (key) h.Authorization = 'Bearer ' + key;
-  return h;
+const state = {
+  phase: 'connecting',   // connecting | loading | ready | failed | draining | disconnected
+  readOnly: false,       // the API key was refused
+  modelId: null,
+  checked: false,        // /v1/models and /props were read since the daemon became ready
+};
+
+const hooks = {
+  canSend: () => state.phase === 'ready' && !state.readOnly,
+  modelId: () => state.modelId,
+  onAuthError: () => { state.readOnly = true; refresh(); },
+};
+
+function banner(text, kind, { progress, action, onAction } = {}) {
+  const b = $('banner');
+  b.hidden = !text;
+  b.className = 'banner ' + (kind || '');
+  b.dataset.kind = kind || '';
+  b.setAttribute('role', kind === 'error' || kind === 'readonly' ? 'alert' : 'status');
+  $('banner-text').textContent = text || '';
+  const bar = $('banner-progress');
+  bar.hidden = progress === undefined;
+  if (progress === null) bar.removeAttribute('value');
+  else if (progress !== undefined) bar.value = progress;
+  const button = $('banner-action');
+  button.hidden = !action;
+  button.textContent = action || '';
+  button.onclick = onAction || null;
 }
 
-function setStatus(text, cls) {
-  const s = $('status');
-  s.textContent = text;
-  s.className = 'status ' + (cls || '');
+function pill(text, kind) {
+  const p = $('connection');
+  p.textContent = text;
+  p.className = 'pill ' + kind;
+  p.dataset.state = kind;
 }
 
-function addMessage(role, text) {
-  const div = document.createElement('div');
-  div.className = 'msg ' + role;
-  const reasoning = document.createElement('div');
-  reasoning.className = 'reasoning';
-  const content = document.createElement('div');
-  content.className = 'content';
-  content.textContent = text || '';
-  div.append(reasoning, content);
-  $('messages').append(div);
-  div.scrollIntoView({ block: 'end' });
-  return { div, reasoning, content };
-}
-
-// Polls /health until the model is loaded, then reads the model id.
-async function waitUntilReady() {
-  for (;;) {
-    try {
-      const r = await fetch('/health');
-      if (r.ok) break;
-      const body = await r.json().catch(() => ({}));
-      setStatus((body.error && body.error.message) || 'loading…');
-    } catch (e) {
-      setStatus('server unreachable', 'error');
-    }
-    await new Promise((res) => setTimeout(res, 1000));
+// Repaints the header pill, the banner and the buttons from `state`.
+function refresh() {
+  switch (state.phase) {
+    case 'loading':
+      pill('loading', 'loading');
+      banner('Loading the model: ' + state.status, 'info', { progress: state.progress });
+      break;
+    case 'failed':
+      pill('failed', 'error');
+      banner('The model failed to load: ' + state.status, 'error');
+      break;
+    case 'draining':
+      pill('shutting down', 'error');
+      banner('The server is shutting down; new requests are refused.', 'error');
+      break;
+    case 'disconnected':
+      pill('disconnected', 'error');
+      banner('Disconnected from the server: reconnecting in ' + state.retryIn + ' s.', 'error',
+        { action: 'Retry now', onAction: () => { retryNow(); } });
+      break;
+    case 'ready':
+      if (state.readOnly) {
+        pill('read-only', 'warn');
+        banner('Read-only: the server refused the API key. Conversations can be read; enter a valid key in Settings to send.',
+          'readonly', { action: 'Settings', onAction: openSettings });
+      } else {
+        pill('ready', 'ready');
+        banner('');
+      }
+      break;
+    default:
+      pill('connecting…', 'loading');
   }
-  try {
-    const r = await fetch('/v1/models', { headers: headers() });
-    const body = await r.json();
-    if (r.ok) modelId = body.data[0].id;
-  } catch (e) { /* the model id is optional */ }
-  setStatus('ready' + (modelId ? ' · ' + modelId : ''), 'ready');
+  $('model-name').textContent = state.modelId ? '· ' + state.modelId : '';
+  setButtons();
+  setCompletionButtons();
 }
 
-// Reads an SSE body and calls onEvent(json) for each data: event until [DONE].
-async function readSse(response, onEvent) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      if (!event.startsWith('data: ')) continue;  // ": ping" comments
-      const data = event.slice(6);
-      if (data === '[DONE]') return;
-      onEvent(JSON.parse(data));
-    }
-  }
-}
-
-async function send(text) {
-  conversation.push({ role: 'user', content: text });
-  addMessage('user', text);
-  const out = addMessage('assistant', '');
-  let answer = '';
-  let reasoning = '';
-  const started = performance.now();
-  let firstTokenAt = null;
-  let usage = null;
-  controller = new AbortController();
-  $('send').disabled = true;
-  $('stop').disabled = false;
-  const body = {
-    messages: conversation,
-    stream: true,
-    stream_options: { include_usage: true },
-    temperature: Number($('temperature').value),
-    max_completion_tokens: Number($('max-tokens').value),
-    thinking: $('thinking').checked,
-  };
-  if (modelId) body.model = modelId;
+// Once the daemon is ready: the model id (which also checks the API key) and the limits.
+async function checkServer() {
+  state.checked = true;
   try {
-    const r = await fetch('/v1/chat/completions', {
-      method: 'POST', headers: headers(), body: JSON.stringify(body), signal: controller.signal,
-    });
-    if (!r.ok) {
-      const err = await r.json().catch(() => ({}));
-      throw new Error((err.error && err.error.message) || ('HTTP ' + r.status));
-    }
-    await readSse(r, (chunk) => {
-      if (chunk.error) throw new Error(chunk.error.message);
-      if (chunk.usage) usage = chunk.usage;
-      const choice = chunk.choices && chunk.choices[0];
-      if (!choice) return;
-      const d = choice.delta || {};
-      if (d.content || d.reasoning_content) firstTokenAt = firstTokenAt || performance.now();
-      if (d.reasoning_content) { reasoning += d.reasoning_content; out.reasoning.textContent = reasoning; }
-      if (d.content) { answer += d.content; out.content.textContent = answer; }
-      out.div.scrollIntoView({ block: 'end' });
-    });
-    conversation.push({ role: 'assistant', content: answer });
+    const models = await request('/v1/models');
+    state.modelId = models.data[0].id;
+    state.readOnly = false;
+    applyLimits(await request('/props'));
   } catch (e) {
-    if (e.name === 'AbortError') {
-      out.content.textContent = answer + ' [stopped]';
-      conversation.push({ role: 'assistant', content: answer });
-    } else {
-      out.div.classList.add('error');
-      out.content.textContent = answer + (answer ? '\n' : '') + 'Error: ' + e.message;
-      conversation.pop();  // the user turn failed; let them retry it
-    }
-  } finally {
-    controller = null;
-    $('send').disabled = false;
-    $('stop').disabled = true;
-    const secs = (performance.now() - started) / 1000;
-    if (usage) {
-      const ttft = firstTokenAt ? ((firstTokenAt - started) / 1000).toFixed(2) + ' s to first token · ' : '';
-      $('stats').textContent = ttft + usage.completion_tokens + ' tokens in ' + secs.toFixed(2) + ' s · ' +
-        usage.prompt_tokens + ' prompt tokens (' + usage.prompt_tokens_details.cached_tokens + ' reused)';
-    }
+    if (e instanceof ApiError && e.status === 401) state.readOnly = true;
+    else state.checked = false;  // try again with the next status
+  }
+  refresh();
+}
+
+let countdown = null;
+
+function onStatus(status, code) {
+  clearInterval(countdown);
+  if (code === 401) {  // /v1/status is behind the key (--metrics-auth): the key is wrong
+    state.phase = 'ready';
+    state.readOnly = true;
+    refresh();
+    return;
+  }
+  const was = state.phase;
+  state.phase = status.phase;
+  state.status = status.status;
+  state.progress = status.progress;
+  if (status.phase === 'ready' && (was !== 'ready' || !state.checked)) {
+    checkServer();
+    return;
+  }
+  if (status.phase !== 'ready') state.checked = false;
+  if (was !== state.phase || status.phase === 'loading') refresh();
+}
+
+function onUnreachable(nextMs) {
+  state.phase = 'disconnected';
+  state.checked = false;
+  state.retryIn = Math.round(nextMs / 1000);
+  refresh();
+  clearInterval(countdown);
+  countdown = setInterval(() => {
+    if (state.retryIn > 1) state.retryIn--;
+    refresh();
+  }, 1000);
+}
+
+// --- tabs, drawers and shortcuts ------------------------------------------------------------
+
+const TABS = ['chat', 'completion', 'tokenizer'];
+
+function showTab(name) {
+  for (const t of TABS) {
+    const tab = $('tab-' + t);
+    const selected = t === name;
+    tab.setAttribute('aria-selected', String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+    $('view-' + t).hidden = !selected;
+  }
+  document.body.dataset.view = name;
+}
+
+function initTabs() {
+  TABS.forEach((t, i) => {
+    const tab = $('tab-' + t);
+    tab.addEventListener('click', () => showTab(t));
+    tab.addEventListener('keydown', (e) => {  // arrow keys move between tabs (ARIA tabs pattern)
+      const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
+      if (!d) return;
+      const next = TABS[(i + d + TABS.length) % TABS.length];
+      showTab(next);
+      $('tab-' + next).focus();
+    });
+  });
+  showTab('chat');
+}
+
+function initDrawers() {
+  for (const [button, cls] of [['toggle-conversations', 'show-conversations'], ['toggle-figures', 'show-figures']]) {
+    $(button).addEventListener('click', () => {
+      const open = document.body.classList.toggle(cls);
+      $(button).setAttribute('aria-expanded', String(open));
+    });
   }
 }
 
-$('composer').addEventListener('submit', (e) => {
-  e.preventDefault();
-  const text = $('input').value.trim();
-  if (!text || controller) return;
-  $('input').value = '';
-  send(text);
-});
-$('input').addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && !e.shiftKey) {
-    e.preventDefault();
-    $('composer').requestSubmit();
-  }
-});
-$('stop').addEventListener('click', () => { if (controller) controller.abort(); });
-$('clear').addEventListener('click', () => {
-  if (controller) controller.abort();
-  conversation.length = 0;
-  $('messages').textContent = '';
-  $('stats').textContent = '';
-});
-$('api-key').value = localStorage.getItem('k3serve-api-key') || '';
-$('api-key').addEventListener('change', () => localStorage.setItem('k3serve-api-key', $('api-key').value.trim()));
+function inTextBox(e) {
+  const t = e.target;
+  return t && (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' || t.tagName === 'SELECT' || t.isContentEditable);
+}
 
-waitUntilReady();
+function initShortcuts() {
+  $('open-shortcuts').addEventListener('click', () => $('shortcuts').showModal());
+  document.addEventListener('keydown', (e) => {
+    if (document.querySelector('dialog[open]')) return;
+    if (e.key === 'Escape' && chatBusy()) { stopChat(); e.preventDefault(); return; }
+    if (e.key === 'Escape') { stopCompletion(); return; }
+    if (e.altKey && !e.ctrlKey && !e.metaKey) {
+      // By key position (e.code): Alt+letter types other characters on some layouts.
+      const action = { KeyN: newConversation, KeyR: regenerate, KeyE: editLast, KeyS: openSettings,
+        Digit1: () => showTab('chat'), Digit2: () => showTab('completion'), Digit3: () => showTab('tokenizer') }[e.code];
+      if (action) { e.preventDefault(); action(); }
+      return;
+    }
+    if (e.key === '?' && !inTextBox(e)) { e.preventDefault(); $('shortcuts').showModal(); }
+  });
+}
+
+initTabs();
+initDrawers();
+initShortcuts();
+initSettings(() => { state.checked = false; state.readOnly = false; checkServer(); });
+initChat(hooks);
+initCompletion(hooks);
+initTokenizer();
+refresh();
+startFigures({ onStatus, onUnreachable });

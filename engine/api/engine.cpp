@@ -68,7 +68,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
     std::string plan;
     say("loading weights");
-    store_ = open_weight_store(ckpt_, options.memory, &plan);
+    store_ = open_weight_store(ckpt_, options.memory, &plan, &info_.memory_plan_bytes);
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_);
 
     const ModelConfig& c = ckpt_.config;

@@ -72,8 +72,9 @@ std::unique_ptr<WeightStore> make_streaming_store(const Checkpoint& ckpt, const 
 
 // The store Engine::load uses: make_resident_store when `memory` asks for no budget (preset
 // empty, no trunk/cache GB), otherwise the streaming store for that budget. *plan receives a
-// one-line description of the memory plan (ModelInfo::memory_plan).
+// one-line description of the memory plan (ModelInfo::memory_plan), *planned_bytes what it
+// allocates for weights (ModelInfo::memory_plan_bytes).
 std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
-                                               std::string* plan);
+                                               std::string* plan, int64_t* planned_bytes = nullptr);
 
 }  // namespace k3

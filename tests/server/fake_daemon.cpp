@@ -3,8 +3,11 @@
 // not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
 // closes or SIGTERM.
 //   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
+//                       [--loading-ms N]
 // --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
 // tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
+// --loading-ms keeps the daemon in its loading phase for N ms (status "loading weights 40%"),
+// for the UI's loading state.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@ int main(int argc, char** argv) {
     FakeEngineOptions options;
     std::string answer = "Hello from the fake engine!";
     std::string xtml;
+    int loading_ms = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--api-key" && i + 1 < argc) {
@@ -30,12 +34,14 @@ int main(int argc, char** argv) {
             options.token_delay = std::chrono::milliseconds(std::atoi(argv[++i]));
         } else if (a == "--alias" && i + 1 < argc) {
             config.model_alias = argv[++i];
+        } else if (a == "--loading-ms" && i + 1 < argc) {
+            loading_ms = std::atoi(argv[++i]);
         } else if (a == "--answer" && i + 1 < argc) {
             answer = argv[++i];
         } else if (a == "--xtml" && i + 1 < argc) {
             xtml = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]\n");
+            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME] [--loading-ms N]\n");
             return 2;
         }
     }
@@ -47,7 +53,15 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
-    TestServer server(config, options);
+    TestServer server(config, options, loading_ms == 0);
+    if (loading_ms > 0) {
+        server.state.set_status("loading weights 40%");
+        std::thread([&server, loading_ms] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(loading_ms));
+            server.state.set_status("ready");
+            server.state.phase = Phase::Ready;
+        }).detach();
+    }
     std::printf("listening on http://127.0.0.1:%d\n", server.port);
     std::fflush(stdout);
     std::thread([] {

@@ -50,6 +50,7 @@ public:
         WorkerOptions wo;
         wo.n_ctx = state.limits.n_ctx;
         wo.slow_client_timeout = std::chrono::milliseconds(2000);
+        wo.live = &state.live;
         worker = std::make_unique<EngineWorker>(engine, tokenizer, state.queue, state.metrics, wo);
         worker->start();
         port = http.bind("127.0.0.1", 0);
