@@ -106,7 +106,7 @@ function render(status) {
   // Resident memory of the whole process, next to what the memory plan gives the weights.
   set('fig-memory', formatBytes(m.rss_bytes) + ' resident' + (m.plan_bytes ? ', weights plan ' + formatBytes(m.plan_bytes) : ''));
   const q = status.queue || { depth: 0, capacity: 0 };
-  set('fig-queue', q.depth + ' waiting (room for ' + q.capacity + ')');
+  set('fig-queue', q.depth + ' waiting (of ' + q.capacity + ')');
   const active = status.active || [];
   set('fig-active', active.length === 0 ? 'none' : active.map((a) =>
     '#' + a.id + ' ' + (a.stage === 'prompt' ? 'reading the prompt (' + a.prompt_tokens + ' tokens)'

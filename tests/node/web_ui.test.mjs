@@ -81,7 +81,8 @@ test('chat: streams an answer, shows figures while generating, regenerates from 
   await ready(page);
   assert.match(await page.textContent('#model-name'), /node-tiny-model/);
   await screenshot(page, 'chat-empty');
-  await greedySettings(page, 300);
+  // Long enough (about 5 s) for several status polls during the generation.
+  await greedySettings(page, 800);
 
   await page.fill('#input', 'Write **bold** words and a list.');
   await page.press('#input', 'Enter');
@@ -110,7 +111,7 @@ test('chat: streams an answer, shows figures while generating, regenerates from 
   const api = await (await fetch(daemon.url + '/v1/chat/completions', {
     method: 'POST', headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Write **bold** words and a list.' }],
-      max_completion_tokens: 300, temperature: 0, reasoning_effort: 'none' }),
+      max_completion_tokens: 800, temperature: 0, reasoning_effort: 'none' }),
   })).json();
   const rendered = await page.evaluate(() => {
     // The model's raw text, as kept in the browser.

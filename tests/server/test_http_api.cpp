@@ -341,3 +341,34 @@ TEST_CASE("web-dir serves the UI's files from disk, and only those") {
     CHECK(c.Get("/index.html")->status == 200);
     CHECK(c.Get("/README.md")->status == 404);
 }
+
+TEST_CASE("GET /v1/status: the loading line and progress, then the figures of a finished request") {
+    TestServer loading(test_config(), {}, /*ready=*/false);
+    loading.state.set_status("loading weights 25%");
+    auto lc = loading.client();
+    json l = body_of(lc.Get("/v1/status"));
+    CHECK(l["phase"] == "loading");
+    CHECK(l["progress"].get<double>() == doctest::Approx(0.25));
+    CHECK(l["memory"]["plan_bytes"].is_null());
+    CHECK(lc.Get("/v1/models")->status == 503);  // the API itself still waits
+
+    TestServer server;
+    auto c = server.client();
+    json before = body_of(c.Get("/v1/status"));
+    CHECK(before["phase"] == "ready");
+    CHECK(before["last_request"].is_null());
+    CHECK(before["tokens"].empty());
+    json done = body_of(post_json(c, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 5}, {"temperature", 0}}));
+    json after = body_of(c.Get("/v1/status"));
+    CHECK(after["active"].empty());
+    CHECK(after["last_request"]["stage"] == "finished");
+    CHECK(after["last_request"]["generated_tokens"] == 5);
+    CHECK(after["last_request"]["prompt_tokens"] == done["usage"]["prompt_tokens"]);
+    // One sample per decode step: the first token comes from the prompt's logits.
+    REQUIRE(after["tokens"].size() == 4);
+    uint64_t last = after["tokens"][3]["seq"];
+    CHECK(body_of(c.Get(("/v1/status?since=" + std::to_string(last - 1)).c_str()))["tokens"].size() == 1);
+    CHECK(c.Get("/v1/status?since=x")->status == 400);
+    CHECK(after["queue"]["capacity"] == 4);
+    CHECK(after["requests"]["ok"] == 1);
+}
