@@ -70,6 +70,31 @@ test('Markdown and code are rendered; a <script> in the output does not run', as
   }
 });
 
+test('reasoning is folded away with its token count; the answer is rendered', async () => {
+  const turn = 'Thinking it over.<|close|>think<|sep|><|open|>response<|sep|>The answer is **42**.' +
+    '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>';
+  const daemon = await startDaemon('fake', ['--xtml', turn]);
+  const page = await openPage(browser.context, daemon.url + '/');
+  try {
+    await ready(page);
+    await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ temperature: 0, thinking: 'high' })));
+    await page.fill('#input', 'What is the answer?');
+    await page.press('#input', 'Enter');
+    await page.waitForFunction(() => document.querySelector('.msg.assistant')?.dataset.state === 'done', null, { timeout: 15000 });
+    const summary = await page.textContent('.msg.assistant .reasoning summary');
+    assert.match(summary, /^Reasoning \([1-9]\d* tokens\)$/);
+    assert.equal(await page.getAttribute('.msg.assistant .reasoning', 'open'), null, 'folded by default');
+    assert.equal(await page.isVisible('.msg.assistant .reasoning-text'), false);
+    assert.equal(await page.textContent('.msg.assistant .markdown strong'), '42');
+    await page.click('.msg.assistant .reasoning summary');
+    assert.equal(await page.textContent('.msg.assistant .reasoning-text'), 'Thinking it over.');
+    await screenshot(page, 'reasoning');
+  } finally {
+    await page.close();
+    await daemon.stop();
+  }
+});
+
 test('Stop cancels the job on the server; a second request waits in the queue with its position', async () => {
   const daemon = await startDaemon('fake', ['--token-delay-ms', '150', '--answer', 'word '.repeat(200)]);
   const page = await openPage(browser.context, daemon.url + '/');
