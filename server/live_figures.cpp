@@ -18,24 +18,26 @@ void LiveFigures::begin(const Job& job, const EngineStats& stats) {
     c.started_at = c.last_token_at = Clock::now();
     c.prompt_tokens = int(job.prompt.size());
     c.last_stats = stats;
-    current_ = c;
+    current_[job.id] = c;
 }
 
-void LiveFigures::prefilled(int cached_tokens, double prefill_seconds, const EngineStats& stats) {
+void LiveFigures::prefilled(uint64_t job_id, int cached_tokens, double prefill_seconds, const EngineStats& stats) {
     std::lock_guard lock(mutex_);
-    if (!current_) return;
-    current_->cached_tokens = cached_tokens;
-    current_->prefill_seconds = prefill_seconds;
-    current_->last_stats = stats;
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    it->second.cached_tokens = cached_tokens;
+    it->second.prefill_seconds = prefill_seconds;
+    it->second.last_stats = stats;
 }
 
 // Called once per generated token, right after it was sampled. The first token comes from the
 // prompt's logits (its time is the time to first token); every later one cost one decode step,
 // and that step's time and reads become a sample.
-void LiveFigures::token(const EngineStats& stats) {
+void LiveFigures::token(uint64_t job_id, const EngineStats& stats) {
     std::lock_guard lock(mutex_);
-    if (!current_) return;
-    Current& c = *current_;
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    Current& c = it->second;
     auto now = Clock::now();
     c.generated_tokens++;
     if (!c.first_token_at) {
@@ -55,12 +57,13 @@ void LiveFigures::token(const EngineStats& stats) {
     c.last_stats = stats;
 }
 
-void LiveFigures::end() {
+void LiveFigures::end(uint64_t job_id) {
     std::lock_guard lock(mutex_);
-    if (!current_) return;
-    last_request_ = request_json(*current_, Clock::now());
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    last_request_ = request_json(it->second, Clock::now());
     last_request_["stage"] = "finished";
-    current_.reset();
+    current_.erase(it);
 }
 
 json LiveFigures::request_json(const Current& c, Clock::time_point now) {
@@ -87,7 +90,7 @@ json LiveFigures::request_json(const Current& c, Clock::time_point now) {
 json LiveFigures::to_json(uint64_t since) const {
     std::lock_guard lock(mutex_);
     json active = json::array();
-    if (current_) active.push_back(request_json(*current_, Clock::now()));
+    for (const auto& [id, c] : current_) active.push_back(request_json(c, Clock::now()));
     json tokens = json::array();
     for (const auto& s : samples_)
         if (s.seq > since)

@@ -1,10 +1,13 @@
 // What the engine is doing right now, for GET /v1/status and the web UI's live figures: the
-// request being run (stage, tokens so far), the figures of the last finished request, and the
+// requests being run (stage, tokens so far), the figures of the last finished request, and the
 // last few hundred generated tokens (seconds and bytes read each) for the UI's chart. Written by
-// the worker (a few calls per token, under one mutex), read by HTTP threads.
+// the worker (a few calls per token, under one mutex), read by HTTP threads. Requests are keyed
+// by job id, so a worker that runs several at once reports each; the bytes of a token are the
+// engine's reads since that request's previous token (shared by requests decoded in one step).
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -30,9 +33,9 @@ public:
 
     // Worker side, in the order a request goes through them.
     void begin(const Job& job, const EngineStats& stats);
-    void prefilled(int cached_tokens, double prefill_seconds, const EngineStats& stats);
-    void token(const EngineStats& stats);
-    void end();
+    void prefilled(uint64_t job_id, int cached_tokens, double prefill_seconds, const EngineStats& stats);
+    void token(uint64_t job_id, const EngineStats& stats);
+    void end(uint64_t job_id);
 
     // JSON for /v1/status (stage: "prompt", "generating", or "finished" for the last request): {"active": [...], "last_request": {...}|null, "tokens": [...]} with the
     // token samples whose seq is greater than `since`.
@@ -52,7 +55,7 @@ private:
     static nlohmann::json request_json(const Current& c, Clock::time_point now);
 
     mutable std::mutex mutex_;
-    std::optional<Current> current_;
+    std::map<uint64_t, Current> current_;  // by job id
     nlohmann::json last_request_;  // null until a request finished
     std::deque<TokenSample> samples_;
     uint64_t next_seq_ = 1;

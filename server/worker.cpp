@@ -213,8 +213,9 @@ void EngineWorker::run_job(Job& job) {
     // Whichever way the job ends, the status page stops showing it as active.
     struct EndLive {
         LiveFigures* live;
-        ~EndLive() { if (live) live->end(); }
-    } end_live{options_.live};
+        uint64_t job_id;
+        ~EndLive() { if (live) live->end(job_id); }
+    } end_live{options_.live, job.id};
     int reused = 0;
     Status st;
     if (job.params.n > 1 && job.prompt.size() > 1) {
@@ -242,7 +243,7 @@ void EngineWorker::run_job(Job& job) {
         }
     }
     metrics_.add_prompt_tokens(usage.prompt_tokens, reused, seconds_since(prefill_start));
-    if (options_.live) options_.live->prefilled(reused, seconds_since(prefill_start), engine_.stats());
+    if (options_.live) options_.live->prefilled(job.id, reused, seconds_since(prefill_start), engine_.stats());
 
     // n > 1: the choices are separate sequences from the same prompt; each later one resumes
     // from the snapshot sync kept at the end of the prompt, so the prompt is evaluated once.
@@ -296,7 +297,7 @@ bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage
             // Live figures per token (the worker is the only thread that may ask the engine).
             EngineStats stats = engine_.stats();
             metrics_.set_engine_stats(stats);
-            options_.live->token(stats);
+            options_.live->token(job.id, stats);
         }
 
         JobEvent event;
