@@ -381,9 +381,9 @@ struct HttpServer::Impl {
         json body = parse_json_body(req.body, config().max_json_depth);
         GenerationRequest g;
         switch (endpoint) {
-            case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits); break;
-            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state.tokenizer, state.limits); break;
-            case Endpoint::Responses: g = parse_responses_request(body, *state.tokenizer, state.limits); break;
+            case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits, req.body); break;
+            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state.tokenizer, state.limits, req.body); break;
+            case Endpoint::Responses: g = parse_responses_request(body, *state.tokenizer, state.limits, req.body); break;
         }
         std::unique_ptr<Responder> responder = make_responder(g, state.info.fingerprint);
         auto job = std::make_shared<Job>();

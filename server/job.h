@@ -19,6 +19,7 @@
 #include "k3/chat.h"
 #include "k3/engine.h"
 #include "k3/logit_adjust.h"
+#include "k3/grammar.h"
 #include "k3/sampler.h"
 
 namespace k3::server {
@@ -47,6 +48,7 @@ struct GenerationParams {
     std::string forced_tool;             // a named tool_choice: the one tool the turn must call
     bool parallel_tool_calls = true;     // false: the turn ends after its first call
     std::string tools_json;              // the declared tools (chat layout), for the call grammar
+    std::shared_ptr<const Grammar> grammar;  // constrained output (response_format); null = free
 };
 
 struct TokenLogprob {

@@ -6,6 +6,7 @@
 #include "k3/error.h"
 #include "openai_fields.h"
 #include "openai_tools.h"
+#include "response_format.h"
 
 namespace k3::server {
 
@@ -20,7 +21,7 @@ std::string check_model(const json& body, const ModelLimits& limits) {
 }
 
 // Fields common to both endpoints: sampling, stop, seed, stream, n, and what we refuse.
-void parse_common(const json& body, const ModelLimits& limits, GenerationRequest& r) {
+void parse_common(const json& body, std::string_view raw_body, const ModelLimits& limits, GenerationRequest& r) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     r.model = check_model(body, limits);
     r.params.n = int(get_int(body, "n", 1, 16).value_or(1));
@@ -48,11 +49,7 @@ void parse_common(const json& body, const ModelLimits& limits, GenerationRequest
             adjust.bias.emplace_back(int32_t(id), float(it->get<double>()));
         }
     }
-    if (const json* rf = field(body, "response_format")) {
-        if (!rf->is_object() || rf->value("type", "") != "text")
-            throw bad_request("response_format", "only response_format {\"type\":\"text\"} is supported",
-                              "unsupported_parameter");
-    }
+    r.params.grammar = parse_response_format(body, raw_body);
     if (auto u = field(body, "user"); u && !u->is_string())
         throw bad_request("user", "'user' must be a string", "invalid_type");
 
@@ -325,10 +322,11 @@ json parse_json_body(const std::string& body, int max_depth) {
     }
 }
 
-GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                           std::string_view raw_body) {
     GenerationRequest r;
     r.endpoint = Endpoint::Completions;
-    parse_common(body, limits, r);
+    parse_common(body, raw_body, limits, r);
     for (const char* key : {"tools", "functions"})
         if (const json* tools = field(body, key); tools && !(tools->is_array() && tools->empty()))
             throw bad_request(key, std::string("'") + key + "' (function calling) needs /v1/chat/completions or /v1/responses",
@@ -366,10 +364,11 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
     return r;
 }
 
-GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                     std::string_view raw_body) {
     GenerationRequest r;
     r.endpoint = Endpoint::ChatCompletions;
-    parse_common(body, limits, r);
+    parse_common(body, raw_body, limits, r);
     const json* messages = field(body, "messages");
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
@@ -384,6 +383,8 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     }
     r.params.chat = true;
     r.params.thinking = options.thinking;
+    // The grammar holds the response; with thinking on, free reasoning comes before it.
+    if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(options.thinking));
     if (get_bool(body, "logprobs").value_or(false))
         r.params.logprobs = int(get_int(body, "top_logprobs", 0, 20).value_or(0));
     else if (field(body, "top_logprobs"))

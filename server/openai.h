@@ -6,6 +6,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "job.h"
@@ -43,10 +44,15 @@ struct GenerationRequest {
     json responses_echo;        // /v1/responses: the request settings the response object repeats
 };
 
-GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
-GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
+// `raw_body` is the request's text (optional): a JSON schema's property order comes from it,
+// since `json` objects keep their keys sorted.
+GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                           std::string_view raw_body = {});
+GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                     std::string_view raw_body = {});
 // POST /v1/responses (openai_responses_request.cpp): translated to the chat request it means.
-GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
+GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                          std::string_view raw_body = {});
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (a token's bytes may be a partial character).
 std::string dump(const json& j);

@@ -4,6 +4,7 @@
 // (previous_response_id, conversation, background), hosted tools (web search, files, ...),
 // non-text input parts.
 #include "openai.h"
+#include "response_format.h"
 #include "openai_fields.h"
 
 namespace k3::server {
@@ -116,7 +117,8 @@ json translate_input(const json& body) {
 
 }  // namespace
 
-GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
+GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                          std::string_view raw_body) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     check_keys(body,
                {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
@@ -201,7 +203,9 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
                                   "unsupported_parameter");
     }
 
-    GenerationRequest r = parse_chat_request(chat, tok, limits);
+    // text.format.schema's property order is only in the request text (json sorts keys): hand it
+    // on to where the chat parser looks for it.
+    GenerationRequest r = parse_chat_request(chat, tok, limits, responses_schema_source(raw_body));
     r.endpoint = Endpoint::Responses;
     // What the response object reports back about the request.
     json& echo = r.responses_echo;

@@ -101,6 +101,10 @@ EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue&
     if (engine_.info().eos_token_id >= 0) end_ids_.insert(engine_.info().eos_token_id);
     for (const char* name : {"[EOS]", "<|end_of_msg|>"})
         if (auto id = tokenizer_.special_id(name)) end_ids_.insert(*id);
+    token_table_ = std::make_shared<const TokenTable>(tokenizer_, engine_.info().n_vocab,
+                                                      std::vector<int32_t>(end_ids_.begin(), end_ids_.end()));
+    spdlog::info("grammar token table: {} tokens in {:.3f} s", token_table_->n_vocab(),
+                 token_table_->build_seconds());
 }
 
 EngineWorker::~EngineWorker() {
@@ -186,6 +190,24 @@ void EngineWorker::take_tool_calls(const Job& job, ChatOutputParser::Delta& delt
     event.tool_calls_malformed = true;
     metrics_.count_tool_call_parse_failure();
     spdlog::warn("job {}: malformed tool call, returned as content: {}", job.id, delta.malformed);
+}
+
+GrammarMatcher& EngineWorker::matcher_for(const Grammar& g) {
+    constexpr size_t kKeep = 4;                  // grammars kept (masks: n_vocab / 8 bytes per state)
+    constexpr size_t kMaxReusedStates = 1 << 14;  // a matcher that grew this large starts afresh
+    for (auto it = grammars_.begin(); it != grammars_.end(); ++it) {
+        if (!it->grammar().same_rules(g)) continue;
+        if (it->stats().automaton_states > kMaxReusedStates) {
+            grammars_.erase(it);
+            break;
+        }
+        grammars_.splice(grammars_.begin(), grammars_, it);
+        grammars_.front().reset();
+        return grammars_.front();
+    }
+    grammars_.emplace_front(g, token_table_);
+    if (grammars_.size() > kKeep) grammars_.pop_back();
+    return grammars_.front();
 }
 
 void EngineWorker::run_job(Job& job) {
@@ -279,11 +301,27 @@ bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage
     int generated = 0;
     JobEvent last;
 
+    // Constrained output: the grammar masks each step's logits (allowed ones keep their values)
+    // after any penalties and biases and before the sampler.
+    GrammarMatcher* grammar = p.grammar ? &matcher_for(*p.grammar) : nullptr;
+    std::vector<float> masked;
+
     for (int n = 0; n < p.max_tokens; ++n) {
         std::span<const float> logits = session_->logits();
         // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
         std::span<const float> scores = adjust.apply(logits);
+        if (grammar) {
+            masked.assign(scores.begin(), scores.end());
+            grammar->mask_logits(masked, p.max_tokens - n);
+            scores = masked;
+        }
         int32_t id = sampler.sample(scores);
+        if (grammar && !grammar->accept(id)) {
+            // Only possible if the tokenizer cannot spell what the grammar needs next.
+            spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, n);
+            fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", usage);
+            return;
+        }
         adjust.observe(id);
         auto now = Clock::now();
         if (n == 0 && choice == 0)
@@ -315,6 +353,7 @@ bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage
             // parallel_tool_calls false: one call, then the turn is over.
             if (!p.parallel_tool_calls && decoder.tool_calls() > 0 && !tool_calls_malformed) end = true;
         }
+        if (grammar && grammar->finished()) end = true;  // the output is complete
         if (end) finish_reason = FinishReason::Stop;
         if (end || n + 1 == p.max_tokens) {
             // The last token's text travels with the Done event, so that finish_reason sits on

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -17,6 +18,7 @@
 #include "job_queue.h"
 #include "k3/chat.h"
 #include "k3/engine.h"
+#include "k3/grammar.h"
 #include "k3/tokenizer.h"
 #include "live_figures.h"
 #include "metrics.h"
@@ -43,6 +45,7 @@ public:
     void cancel_current(CancelReason reason);
     bool busy() const { return busy_.load(); }
     uint64_t jobs_finished() const { return jobs_finished_.load(); }
+    const TokenTable& token_table() const { return *token_table_; }
 
 private:
     void run();
@@ -59,6 +62,11 @@ private:
     Metrics& metrics_;
     WorkerOptions options_;
     std::set<int32_t> end_ids_;  // tokens that end generation (EOS, end of message)
+    std::shared_ptr<const TokenTable> token_table_;  // what each token spells, for grammars
+    // Matchers of recent grammars, most recent first: agents send the same schema every turn,
+    // and a reused matcher keeps its automaton and cached masks.
+    std::list<GrammarMatcher> grammars_;
+    GrammarMatcher& matcher_for(const Grammar& grammar);
     std::unique_ptr<Session> session_;
     std::thread thread_;
     std::mutex current_mutex_;

@@ -1,0 +1,48 @@
+// Helpers for the grammar tests: run a grammar over text (bytes, with K3 control tokens written
+// as their text), and tokenizers of the synthetic vocabularies (tiny: 512 ids, single bytes;
+// demo: 4096 ids with multi-byte pieces).
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "grammar/automaton.h"
+#include "k3/grammar.h"
+#include "k3/tokenizer.h"
+#include "synthetic/vocab.h"
+
+namespace k3::test {
+
+// Whether `text` (control tokens spelled "<|open|>" etc.) is a complete sentence of `g`.
+inline bool grammar_accepts(const Grammar& g, std::string_view text) {
+    grammar::Automaton a(g.shared_rules());
+    int32_t s = a.start();
+    const auto& specials = g.rules().specials;
+    for (size_t i = 0; i < text.size();) {
+        int symbol = (unsigned char)text[i];
+        size_t width = 1;
+        for (size_t k = 0; k < specials.size(); ++k)
+            if (text.substr(i, specials[k].size()) == specials[k]) {
+                symbol = 256 + int(k);
+                width = specials[k].size();
+            }
+        s = a.step(s, symbol);
+        if (s == grammar::Automaton::kDead) return false;
+        i += width;
+    }
+    return a.accepting(s);
+}
+
+inline std::shared_ptr<Tokenizer> synthetic_tokenizer(int vocab_size) {
+    namespace fs = std::filesystem;
+    const char* tmp = std::getenv("K3_TEST_TMP");
+    fs::path dir = fs::path(tmp ? tmp : "/tmp/k3-test") / "grammar" / ("vocab-" + std::to_string(vocab_size));
+    if (!fs::exists(dir / "tokenizer_config.json")) {
+        fs::create_directories(dir);
+        write_tokenizer_files(build_synthetic_vocab(vocab_size), dir);
+    }
+    return std::shared_ptr<Tokenizer>(Tokenizer::load(dir));
+}
+
+}  // namespace k3::test
