@@ -320,7 +320,7 @@ bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage
             // Only possible if the tokenizer cannot spell what the grammar needs next.
             spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, n);
             fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", usage);
-            return;
+            return false;
         }
         adjust.observe(id);
         auto now = Clock::now();
