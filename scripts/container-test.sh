@@ -52,7 +52,8 @@ fi
 
 # 2. The image. Host networking: the build's apt-get reaches Debian's archive the way the host does.
 log "podman build (the build stage compiles and runs the C++ tests)"
-podman build --pull=never --network=host --format docker -t "$image" . 2>&1 | tail -n 20
+podman build --pull=never --network=host --format docker -t "$image" . >"$work/build.log" 2>&1 \
+  || { tail -n 40 "$work/build.log"; log "FAIL: podman build (log: $work/build.log)"; exit 1; }
 
 # 3. The demo model, made by the image itself.
 mkdir -p "$work/models"

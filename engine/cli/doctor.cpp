@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/disk_bandwidth.h"
+#include "cli/subcommand.h"
 #include "k3/cli.h"
 #include "k3/error.h"
 #include "kernels/kernels.h"
@@ -42,8 +43,8 @@ namespace {
 
 constexpr int kExitCannotRun = 3;
 
-void usage(FILE* out) {
-    std::fprintf(out,
+std::string usage() {
+    return
                  "usage: k3serve doctor [MODEL_DIR | CONFIG.json] [options]\n"
                  "\n"
                  "Checks whether this machine can run the model and what to expect: CPU and kernel set,\n"
@@ -60,7 +61,7 @@ void usage(FILE* out) {
                  "  --memory-gb X     plan for X GB of usable memory instead of this machine's\n"
                  "  --json            one JSON object instead of the report\n"
                  "\n"
-                 "Exit status: 0 the model can run here; 3 it cannot (reasons printed); 2 usage or config error.\n");
+                 "Exit status: 0 the model can run here; 3 it cannot (reasons printed); 2 usage or config error.\n";
 }
 
 std::string read_file(const std::string& path) {
@@ -254,9 +255,8 @@ struct ModelSizes {
     int64_t one_expert = 0;
     int64_t pool = 0;
     int moe_layers = 0;
-    int64_t total() const {
-        return resident + std::accumulate(layer_bytes.begin(), layer_bytes.end(), int64_t(0)) + pool;
-    }
+    int64_t trunk() const { return std::accumulate(layer_bytes.begin(), layer_bytes.end(), int64_t(0)); }
+    int64_t total() const { return resident + trunk() + pool; }
 };
 
 ModelSizes sizes_of(const ModelConfig& c, std::string name) {
@@ -336,222 +336,251 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const std::s
 
 std::string gb(int64_t bytes) { return io::format_gb(bytes); }
 
-}  // namespace
-
-int doctor_main(int argc, char** argv) {
+struct DoctorOptions {
     std::string target, disk_dir;
     double seconds = 1.5, disk_gbps = 0, mem_gbps = 0, memory_gb = 0;
     bool json = false;
-    try {
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) throw Error(ErrorKind::Usage, a + " needs a value");
-                return argv[++i];
-            };
-            if (a == "--help" || a == "-h") {
-                usage(stdout);
-                return 0;
-            } else if (a == "--json") {
-                json = true;
-            } else if (a == "--disk") {
-                disk_dir = value();
-            } else if (a == "--seconds") {
-                seconds = std::stod(value());
-            } else if (a == "--disk-gbps") {
-                disk_gbps = std::stod(value());
-            } else if (a == "--mem-gbps") {
-                mem_gbps = std::stod(value());
-            } else if (a == "--memory-gb") {
-                memory_gb = std::stod(value());
-            } else if (!a.empty() && a[0] == '-') {
-                throw Error(ErrorKind::Usage, "unknown option " + a);
-            } else if (target.empty()) {
-                target = a;
-            } else {
-                throw Error(ErrorKind::Usage, "unexpected argument " + a);
-            }
-        }
-        if (!(seconds > 0 && seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+};
 
-        // ---- the model ----
-        ModelSizes model;
-        std::filesystem::path model_dir;
-        std::vector<std::filesystem::path> model_files;
-        if (target.empty()) {
-            model = sizes_of(parse_config(kKimiK3Config, "built-in Kimi K3 config"), "Kimi K3 (built-in config)");
-            model_dir = disk_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(disk_dir);
-        } else if (std::filesystem::is_directory(target)) {
-            model_dir = target;
-            model = sizes_of(load_config(model_dir / "config.json"), model_dir.filename().string());
-            model_files = io::bench_files(model_dir);
-        } else {
-            model = sizes_of(load_config(target), target);
-            model_dir = disk_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(disk_dir);
-        }
-        if (!std::filesystem::is_directory(model_dir))
-            throw Error(ErrorKind::Usage, "no such directory: " + model_dir.string());
+// The facts about this machine that decide how the model runs.
+struct Machine {
+    std::string cpu;
+    const char* kernels = "";
+    int cores = 0;
+    unsigned logical = 0;
+    int64_t mem_total = 0, mem_available = 0, usable = 0;
+    double mem_gbps = 0;
+    Cgroup cgroup;
+    bool memlock_unlimited = false;
+    int64_t memlock = 0;
+    std::string thp, thp_defrag;
+    double load1 = 0;
+    Disk disk;
+};
 
-        // ---- the machine ----
-        const Kernels& kernels = select_kernels();
-        const int cores = physical_cores();
-        const unsigned logical = std::thread::hardware_concurrency();
-        const int64_t mem_total = meminfo_bytes("MemTotal"), mem_available = meminfo_bytes("MemAvailable");
-        const Cgroup cg = read_cgroup();
-        int64_t usable = mem_available;
-        if (cg.memory_max > 0) usable = std::min(usable, cg.memory_max);
-        if (memory_gb > 0) usable = int64_t(memory_gb * 1e9);
-        struct rlimit memlock {};
-        ::getrlimit(RLIMIT_MEMLOCK, &memlock);
-        const bool memlock_unlimited = memlock.rlim_cur == RLIM_INFINITY;
-        const std::string thp = bracketed_choice("/sys/kernel/mm/transparent_hugepage/enabled");
-        const std::string thp_defrag = bracketed_choice("/sys/kernel/mm/transparent_hugepage/defrag");
-        double load1 = 0;
-        std::istringstream(read_file("/proc/loadavg")) >> load1;
-        Disk disk = check_disk(model_dir, model_files, model.one_expert, seconds, disk_gbps);
-        if (mem_gbps <= 0) mem_gbps = measure_memory_gbps(seconds / 2);
+struct Report {
+    ModelSizes model;
+    Machine machine;
+    std::vector<Projection> plans;                            // fastest first
+    std::vector<std::pair<std::string, std::string>> refused; // plan, why
+    std::vector<std::string> problems, advice;
+    std::string next;
+};
 
-        // ---- the plan: the largest preset that fits ----
-        std::vector<std::string> problems, advice;
-        const io::ModelFootprint fp = footprint_of(model);
-        std::vector<std::pair<std::string, io::MemoryPlan>> fits;
-        std::vector<std::pair<std::string, std::string>> refused;  // plan, why
-        auto try_plan = [&](const std::string& name, double trunk_gb = -1, double cache_gb = -1) {
-            MemoryOptions o;
-            o.preset = name == "minimal" ? "" : name;
-            o.trunk_gb = trunk_gb;
-            o.cache_gb = cache_gb;
-            try {
-                fits.emplace_back(name, io::make_memory_plan(fp, o, usable));
-            } catch (const Error& e) {
-                refused.emplace_back(name.empty() ? "resident" : name, e.what());
-            }
-        };
-        try_plan("");  // everything resident
-        for (const auto& p : io::memory_presets()) try_plan(std::string(p.name));
-        // The least memory the engine can stream this model in: a ring of two slots for the
-        // largest streamed layer and top-k + 1 expert slots.
-        const double min_trunk_gb = double(io::smallest_trunk_budget(fp.layer_alloc_bytes)) / io::kGB;
-        const double min_cache_gb = double(fp.experts_per_token + 1) * double(fp.expert_slot_bytes) / io::kGB;
-        try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);
-        // Largest need first: the fastest plan that fits.
-        std::stable_sort(fits.begin(), fits.end(),
-                         [](const auto& a, const auto& b) { return a.second.need_bytes > b.second.need_bytes; });
-        std::vector<Projection> projections;
-        for (const auto& [name, plan] : fits)
-            projections.push_back(project(model, plan, name.empty() ? "resident" : name, std::max(disk.seq_gbps, 1e-3),
-                                          std::max(disk.expert_gbps, 1e-3), mem_gbps));
-        if (fits.empty())
-            problems.push_back("no memory plan fits in " + gb(usable) + " usable memory; the smallest, " +
-                               refused.back().first + ": " + refused.back().second);
-        const int64_t pack_bytes = std::accumulate(model.layer_bytes.begin(), model.layer_bytes.end(), int64_t(0));
-        if (model_files.empty() && disk.free_bytes >= 0 && disk.free_bytes < model.total())
-            problems.push_back("the model needs " + gb(model.total()) + " of disk and " + disk.dir.string() + " has " +
-                               gb(disk.free_bytes) + " free");
-        if (!disk.direct)
-            advice.push_back("O_DIRECT is refused on " + disk.dir.string() +
-                             " (tmpfs, some network or FUSE filesystems): reads go through the page cache, slower "
-                             "and with less predictable memory; keep the model on a local ext4/xfs disk");
-        if (!memlock_unlimited)
-            advice.push_back("RLIMIT_MEMLOCK is " + gb(int64_t(memlock.rlim_cur)) +
-                             ": the pinned trunk may be paged out under memory pressure; raise it (LimitMEMLOCK=infinity in "
-                             "the unit, --ulimit memlock=-1:-1 in Docker)");
-        if (thp == "always")
-            advice.push_back("transparent huge pages are 'always': first-touch compaction can stall loading; 'madvise' is better");
-        if (load1 > cores)
-            advice.push_back("the load average (" + std::to_string(load1).substr(0, 4) + ") exceeds the " +
-                             std::to_string(cores) + " physical cores: other work will slow every token");
-        if (cg.cpus > 0 && cg.cpus < cores)
-            advice.push_back("the cgroup allows " + std::to_string(cg.cpus).substr(0, 4) + " CPUs: pass --threads " +
-                             std::to_string(std::max(1, int(cg.cpus))));
-        if (disk.measured && disk.seq_gbps < 0.3)
-            advice.push_back("reads run at " + std::to_string(disk.seq_gbps).substr(0, 4) +
-                             " GB/s: a network disk or an HDD? Expert reads dominate streamed decoding");
-        if (!model_files.empty() && pack_bytes > 0 && !projections.empty() && projections.front().preset != "resident")
-            advice.push_back("a packed trunk (k3serve pack-trunk) on the fastest local disk reads the streamed layers in one pass");
-
-        std::string next;
-        const std::string where = target.empty() ? "/srv/models/kimi-k3" : model_dir.string();
-        if (target.empty())
-            next = "k3serve download moonshotai/Kimi-K3 " + where + " && k3serve serve " + where;
-        else if (!projections.empty())
-            next = "k3serve verify " + where + " && k3serve serve " + where;
-        if (!next.empty() && !projections.empty()) {
-            const std::string& best = projections.front().preset;
-            if (best == "minimal")
-                next += " --trunk-gb " + std::to_string(min_trunk_gb + 0.005).substr(0, 5) + " --cache-gb " +
-                        std::to_string(min_cache_gb + 0.005).substr(0, 5);
-            else if (best != "resident")
-                next += " --preset " + best;
-        }
-
-        if (json) {
-            nlohmann::json j;
-            j["cpu"] = {{"model", cpu_model()}, {"kernels", kernels.name}, {"physical_cores", cores}, {"logical_cpus", logical}};
-            j["memory"] = {{"total_bytes", mem_total}, {"available_bytes", mem_available}, {"usable_bytes", usable},
-                           {"bandwidth_gbps", mem_gbps}};
-            j["cgroup"] = {{"memory_max_bytes", cg.memory_max}, {"cpus", cg.cpus}};
-            j["disk"] = {{"dir", disk.dir.string()}, {"free_bytes", disk.free_bytes}, {"o_direct", disk.direct},
-                         {"sequential_gbps", disk.seq_gbps}, {"expert_read_gbps", disk.expert_gbps}, {"note", disk.note}};
-            j["memlock"] = memlock_unlimited ? nlohmann::json("unlimited") : nlohmann::json(int64_t(memlock.rlim_cur));
-            j["transparent_hugepages"] = {{"enabled", thp}, {"defrag", thp_defrag}};
-            j["load_average_1m"] = load1;
-            j["model"] = {{"name", model.name}, {"total_bytes", model.total()}, {"trunk_bytes", pack_bytes},
-                          {"expert_pool_bytes", model.pool}, {"one_expert_bytes", model.one_expert}};
-            nlohmann::json plans = nlohmann::json::array();
-            for (const auto& p : projections)
-                plans.push_back({{"preset", p.preset}, {"memory_bytes", p.need},
-                                 {"disk_bytes_per_token", p.disk_bytes_per_token},
-                                 {"memory_bytes_per_token", p.memory_bytes_per_token},
-                                 {"seconds_per_token", p.seconds_per_token}, {"prefill_chunk", p.prefill_chunk},
-                                 {"prefill_tokens_per_s", p.prefill_tokens_per_s}});
-            j["plans"] = plans;
-            nlohmann::json why = nlohmann::json::array();
-            for (const auto& [name, reason] : refused) why.push_back({{"preset", name}, {"reason", reason}});
-            j["refused"] = why;
-            j["recommended"] = projections.empty() ? nlohmann::json(nullptr) : nlohmann::json(projections.front().preset);
-            j["can_run"] = problems.empty();
-            j["problems"] = problems;
-            j["advice"] = advice;
-            j["next"] = next;
-            std::printf("%s\n", j.dump(2).c_str());
-        } else {
-            std::printf("machine\n");
-            std::printf("  cpu             %s; kernels %s; %d physical cores (%u logical)\n", cpu_model().c_str(),
-                        kernels.name, cores, logical);
-            std::printf("  memory          %s total, %s available", gb(mem_total).c_str(), gb(mem_available).c_str());
-            if (cg.memory_max > 0) std::printf(", cgroup limit %s", gb(cg.memory_max).c_str());
-            std::printf("; reads at %.1f GB/s\n", mem_gbps);
-            if (cg.cpus > 0) std::printf("  cgroup cpus     %.2f\n", cg.cpus);
-            std::printf("  disk            %s: %s free; O_DIRECT %s; sequential %.2f GB/s, expert reads %.2f GB/s (%s)\n",
-                        disk.dir.string().c_str(), disk.free_bytes >= 0 ? gb(disk.free_bytes).c_str() : "?",
-                        disk.direct ? "works" : "REFUSED", disk.seq_gbps, disk.expert_gbps, disk.note.c_str());
-            std::printf("  memlock         %s\n", memlock_unlimited ? "unlimited" : gb(int64_t(memlock.rlim_cur)).c_str());
-            std::printf("  huge pages      enabled [%s], defrag [%s]\n", thp.c_str(), thp_defrag.c_str());
-            std::printf("  load            %.2f (1 min)\n", load1);
-            std::printf("\nmodel %s: %s in all (trunk %s, expert pool %s)\n", model.name.c_str(), gb(model.total()).c_str(),
-                        gb(pack_bytes).c_str(), gb(model.pool).c_str());
-            if (!projections.empty()) {
-                std::printf("  %-12s %12s %16s %14s %16s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s");
-                for (const auto& p : projections)
-                    std::printf("  %-12s %12s %16s %14.3f %16.2f\n", p.preset.c_str(), gb(p.need).c_str(),
-                                gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s);
-                std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
-                            "  bandwidths above, not measurements of the model)\n",
-                            projections.front().preset.c_str());
-            }
-            for (const auto& a : advice) std::printf("\nnote: %s\n", a.c_str());
-            for (const auto& p : problems) std::printf("\nCANNOT RUN: %s\n", p.c_str());
-            if (!next.empty() && problems.empty()) std::printf("\nnext: %s\n", next.c_str());
-        }
-        return problems.empty() ? 0 : kExitCannotRun;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "k3serve doctor: %s\n", e.what());
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve doctor: %s\n", e.what());
-        return 1;
+// The model to check: a directory, a config file, or the real Kimi K3 built in. `model_dir` is
+// where it lives (or would live) and `files` what there is to read from it.
+ModelSizes choose_model(const DoctorOptions& o, std::filesystem::path& model_dir, std::vector<std::filesystem::path>& files) {
+    const std::filesystem::path elsewhere = o.disk_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(o.disk_dir);
+    ModelSizes model;
+    if (o.target.empty()) {
+        model = sizes_of(parse_config(kKimiK3Config, "built-in Kimi K3 config"), "Kimi K3 (built-in config)");
+        model_dir = elsewhere;
+    } else if (std::filesystem::is_directory(o.target)) {
+        model_dir = o.target;
+        model = sizes_of(load_config(model_dir / "config.json"), model_dir.filename().string());
+        files = io::bench_files(model_dir);
+    } else {
+        model = sizes_of(load_config(o.target), o.target);
+        model_dir = elsewhere;
     }
+    if (!std::filesystem::is_directory(model_dir)) throw Error(ErrorKind::Usage, "no such directory: " + model_dir.string());
+    return model;
+}
+
+Machine examine_machine(const DoctorOptions& o, const ModelSizes& model, const std::filesystem::path& model_dir,
+                        const std::vector<std::filesystem::path>& files) {
+    Machine m;
+    m.cpu = cpu_model();
+    m.kernels = select_kernels().name;
+    m.cores = physical_cores();
+    m.logical = std::thread::hardware_concurrency();
+    m.mem_total = meminfo_bytes("MemTotal");
+    m.mem_available = meminfo_bytes("MemAvailable");
+    m.cgroup = read_cgroup();
+    m.usable = m.mem_available;
+    if (m.cgroup.memory_max > 0) m.usable = std::min(m.usable, m.cgroup.memory_max);
+    if (o.memory_gb > 0) m.usable = int64_t(o.memory_gb * 1e9);
+    struct rlimit memlock {};
+    ::getrlimit(RLIMIT_MEMLOCK, &memlock);
+    m.memlock_unlimited = memlock.rlim_cur == RLIM_INFINITY;
+    m.memlock = m.memlock_unlimited ? -1 : int64_t(memlock.rlim_cur);
+    m.thp = bracketed_choice("/sys/kernel/mm/transparent_hugepage/enabled");
+    m.thp_defrag = bracketed_choice("/sys/kernel/mm/transparent_hugepage/defrag");
+    std::istringstream(read_file("/proc/loadavg")) >> m.load1;
+    m.disk = check_disk(model_dir, files, model.one_expert, o.seconds, o.disk_gbps);
+    m.mem_gbps = o.mem_gbps > 0 ? o.mem_gbps : measure_memory_gbps(o.seconds / 2);
+    return m;
+}
+
+// Every plan that fits in the usable memory (resident, the presets, and the least memory the
+// engine can stream the model in), fastest first, with what each costs per token.
+void plan(Report& r) {
+    const io::ModelFootprint fp = footprint_of(r.model);
+    std::vector<std::pair<std::string, io::MemoryPlan>> fits;
+    auto try_plan = [&](const std::string& name, double trunk_gb = -1, double cache_gb = -1) {
+        MemoryOptions o;
+        o.preset = name == "minimal" ? "" : name;
+        o.trunk_gb = trunk_gb;
+        o.cache_gb = cache_gb;
+        try {
+            fits.emplace_back(name, io::make_memory_plan(fp, o, r.machine.usable));
+        } catch (const Error& e) {
+            r.refused.emplace_back(name.empty() ? "resident" : name, e.what());
+        }
+    };
+    try_plan("");
+    for (const auto& p : io::memory_presets()) try_plan(std::string(p.name));
+    // A ring of two slots for the largest streamed layer and top-k + 1 expert slots.
+    const double min_trunk_gb = double(io::smallest_trunk_budget(fp.layer_alloc_bytes)) / io::kGB;
+    const double min_cache_gb = double(fp.experts_per_token + 1) * double(fp.expert_slot_bytes) / io::kGB;
+    try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);
+    std::stable_sort(fits.begin(), fits.end(),
+                     [](const auto& a, const auto& b) { return a.second.need_bytes > b.second.need_bytes; });
+    const Disk& d = r.machine.disk;
+    for (const auto& [name, p] : fits)
+        r.plans.push_back(project(r.model, p, name.empty() ? "resident" : name, std::max(d.seq_gbps, 1e-3),
+                                  std::max(d.expert_gbps, 1e-3), r.machine.mem_gbps));
+    if (fits.empty())
+        r.problems.push_back("no memory plan fits in " + gb(r.machine.usable) + " usable memory; the smallest, " +
+                             r.refused.back().first + ": " + r.refused.back().second);
+    if (!r.plans.empty()) {
+        const std::string& best = r.plans.front().preset;
+        if (best == "minimal")
+            r.next += " --trunk-gb " + std::to_string(min_trunk_gb + 0.005).substr(0, 5) + " --cache-gb " +
+                      std::to_string(min_cache_gb + 0.005).substr(0, 5);
+        else if (best != "resident")
+            r.next += " --preset " + best;
+    }
+}
+
+std::string fixed(double v, int digits = 2) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", digits, v);
+    return b;
+}
+
+// What stands in the way, and what would make it faster.
+void advise(Report& r, bool have_files) {
+    const Machine& m = r.machine;
+    const Disk& d = m.disk;
+    if (!have_files && d.free_bytes >= 0 && d.free_bytes < r.model.total())
+        r.problems.push_back("the model needs " + gb(r.model.total()) + " of disk and " + d.dir.string() + " has " +
+                             gb(d.free_bytes) + " free");
+    if (!d.direct)
+        r.advice.push_back("O_DIRECT is refused on " + d.dir.string() +
+                           " (tmpfs, some network or FUSE filesystems): reads go through the page cache, slower and "
+                           "with less predictable memory; keep the model on a local ext4/xfs disk");
+    if (!m.memlock_unlimited)
+        r.advice.push_back("RLIMIT_MEMLOCK is " + gb(m.memlock) +
+                           ": the pinned trunk may be paged out under memory pressure; raise it (LimitMEMLOCK=infinity in "
+                           "the unit, --ulimit memlock=-1:-1 in Docker)");
+    if (m.thp == "always")
+        r.advice.push_back("transparent huge pages are 'always': first-touch compaction can stall loading; 'madvise' is better");
+    if (m.load1 > m.cores)
+        r.advice.push_back("the load average (" + fixed(m.load1) + ") exceeds the " + std::to_string(m.cores) +
+                           " physical cores: other work will slow every token");
+    if (m.cgroup.cpus > 0 && m.cgroup.cpus < m.cores)
+        r.advice.push_back("the cgroup allows " + fixed(m.cgroup.cpus) + " CPUs: pass --threads " +
+                           std::to_string(std::max(1, int(m.cgroup.cpus))));
+    if (d.measured && d.seq_gbps < 0.3)
+        r.advice.push_back("reads run at " + fixed(d.seq_gbps) + " GB/s: a network disk or an HDD? Expert reads dominate "
+                           "streamed decoding");
+    if (have_files && !r.plans.empty() && r.plans.front().preset != "resident")
+        r.advice.push_back("a packed trunk (k3serve pack-trunk) on the fastest local disk reads the streamed layers in one pass");
+}
+
+void print_json(const Report& r) {
+    const Machine& m = r.machine;
+    nlohmann::json j;
+    j["cpu"] = {{"model", m.cpu}, {"kernels", m.kernels}, {"physical_cores", m.cores}, {"logical_cpus", m.logical}};
+    j["memory"] = {{"total_bytes", m.mem_total}, {"available_bytes", m.mem_available}, {"usable_bytes", m.usable},
+                   {"bandwidth_gbps", m.mem_gbps}};
+    j["cgroup"] = {{"memory_max_bytes", m.cgroup.memory_max}, {"cpus", m.cgroup.cpus}};
+    j["disk"] = {{"dir", m.disk.dir.string()}, {"free_bytes", m.disk.free_bytes}, {"o_direct", m.disk.direct},
+                 {"sequential_gbps", m.disk.seq_gbps}, {"expert_read_gbps", m.disk.expert_gbps}, {"note", m.disk.note}};
+    j["memlock"] = m.memlock_unlimited ? nlohmann::json("unlimited") : nlohmann::json(m.memlock);
+    j["transparent_hugepages"] = {{"enabled", m.thp}, {"defrag", m.thp_defrag}};
+    j["load_average_1m"] = m.load1;
+    j["model"] = {{"name", r.model.name}, {"total_bytes", r.model.total()}, {"trunk_bytes", r.model.trunk()},
+                  {"expert_pool_bytes", r.model.pool}, {"one_expert_bytes", r.model.one_expert}};
+    nlohmann::json plans = nlohmann::json::array();
+    for (const auto& p : r.plans)
+        plans.push_back({{"preset", p.preset}, {"memory_bytes", p.need}, {"disk_bytes_per_token", p.disk_bytes_per_token},
+                         {"memory_bytes_per_token", p.memory_bytes_per_token}, {"seconds_per_token", p.seconds_per_token},
+                         {"prefill_chunk", p.prefill_chunk}, {"prefill_tokens_per_s", p.prefill_tokens_per_s}});
+    j["plans"] = plans;
+    nlohmann::json why = nlohmann::json::array();
+    for (const auto& [name, reason] : r.refused) why.push_back({{"preset", name}, {"reason", reason}});
+    j["refused"] = why;
+    j["recommended"] = r.plans.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.plans.front().preset);
+    j["can_run"] = r.problems.empty();
+    j["problems"] = r.problems;
+    j["advice"] = r.advice;
+    j["next"] = r.next;
+    std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_text(const Report& r) {
+    const Machine& m = r.machine;
+    std::printf("machine\n");
+    std::printf("  cpu             %s; kernels %s; %d physical cores (%u logical)\n", m.cpu.c_str(), m.kernels, m.cores,
+                m.logical);
+    std::printf("  memory          %s total, %s available", gb(m.mem_total).c_str(), gb(m.mem_available).c_str());
+    if (m.cgroup.memory_max > 0) std::printf(", cgroup limit %s", gb(m.cgroup.memory_max).c_str());
+    std::printf("; reads at %.1f GB/s\n", m.mem_gbps);
+    if (m.cgroup.cpus > 0) std::printf("  cgroup cpus     %.2f\n", m.cgroup.cpus);
+    std::printf("  disk            %s: %s free; O_DIRECT %s; sequential %.2f GB/s, expert reads %.2f GB/s (%s)\n",
+                m.disk.dir.string().c_str(), m.disk.free_bytes >= 0 ? gb(m.disk.free_bytes).c_str() : "?",
+                m.disk.direct ? "works" : "REFUSED", m.disk.seq_gbps, m.disk.expert_gbps, m.disk.note.c_str());
+    std::printf("  memlock         %s\n", m.memlock_unlimited ? "unlimited" : gb(m.memlock).c_str());
+    std::printf("  huge pages      enabled [%s], defrag [%s]\n", m.thp.c_str(), m.thp_defrag.c_str());
+    std::printf("  load            %.2f (1 min)\n", m.load1);
+    std::printf("\nmodel %s: %s in all (trunk %s, expert pool %s)\n", r.model.name.c_str(), gb(r.model.total()).c_str(),
+                gb(r.model.trunk()).c_str(), gb(r.model.pool).c_str());
+    if (!r.plans.empty()) {
+        std::printf("  %-12s %12s %16s %14s %16s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s");
+        for (const auto& p : r.plans)
+            std::printf("  %-12s %12s %16s %14.3f %16.2f\n", p.preset.c_str(), gb(p.need).c_str(),
+                        gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s);
+        std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
+                    "  bandwidths above, not measurements of the model)\n",
+                    r.plans.front().preset.c_str());
+    }
+    for (const auto& a : r.advice) std::printf("\nnote: %s\n", a.c_str());
+    for (const auto& p : r.problems) std::printf("\nCANNOT RUN: %s\n", p.c_str());
+    if (!r.next.empty() && r.problems.empty()) std::printf("\nnext: %s\n", r.next.c_str());
+}
+
+}  // namespace
+
+int doctor_main(int argc, char** argv) {
+    return run_subcommand({"doctor", usage()}, argc, argv, [](ArgList& args) {
+        DoctorOptions o;
+        while (args.next()) {
+            if (args.is("--json")) o.json = true;
+            else if (args.is("--disk")) o.disk_dir = args.value();
+            else if (args.is("--seconds")) o.seconds = args.number();
+            else if (args.is("--disk-gbps")) o.disk_gbps = args.number();
+            else if (args.is("--mem-gbps")) o.mem_gbps = args.number();
+            else if (args.is("--memory-gb")) o.memory_gb = args.number();
+            else args.positional({&o.target});
+        }
+        if (!(o.seconds > 0 && o.seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+
+        Report r;
+        std::filesystem::path model_dir;
+        std::vector<std::filesystem::path> files;
+        r.model = choose_model(o, model_dir, files);
+        r.machine = examine_machine(o, r.model, model_dir, files);
+        const std::string where = o.target.empty() ? "/srv/models/kimi-k3" : model_dir.string();
+        r.next = o.target.empty() ? "k3serve download moonshotai/Kimi-K3 " + where + " && k3serve serve " + where
+                                  : "k3serve verify " + where + " && k3serve serve " + where;
+        plan(r);
+        advise(r, !files.empty());
+        if (o.json) print_json(r);
+        else print_text(r);
+        return r.problems.empty() ? 0 : kExitCannotRun;
+    });
 }
 
 }  // namespace k3::cli

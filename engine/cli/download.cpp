@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/subcommand.h"
 #include "k3/cli.h"
 #include "k3/error.h"
 
@@ -36,8 +37,8 @@ namespace {
 
 constexpr int kExitNoSpace = 3;
 
-void usage(FILE* out) {
-    std::fprintf(out,
+std::string usage() {
+    return
                  "usage: k3serve download REPO DEST [options]\n"
                  "\n"
                  "Downloads the Hugging Face model repository REPO (e.g. moonshotai/Kimi-K3) into DEST:\n"
@@ -54,7 +55,7 @@ void usage(FILE* out) {
                  "  --quiet           no progress lines\n"
                  "\n"
                  "Exit status: 0 done and verified; 1 transfer or hash failure; 2 usage, unknown\n"
-                 "repository or revision, refused token, or verify refused the checkpoint; 3 not enough space.\n");
+                 "repository or revision, refused token, or verify refused the checkpoint; 3 not enough space.\n";
 }
 
 // ---- hashing (OpenSSL's EVP) ----
@@ -293,203 +294,188 @@ std::string api_error(const Http::Response& r) {
     return r.body.substr(0, 200);
 }
 
+struct DownloadOptions {
+    std::string repo, dest, revision = "main", token_file, endpoint;
+    std::vector<std::string> include;
+    int retries = 4;
+    bool verify = true, quiet = false;
+};
+
+// The files of the repository at the revision, pinned to its commit: the hub's metadata route
+// gives each file's size and its sha256 (LFS) or git blob id.
+std::vector<RemoteFile> list_files(Http& http, const DownloadOptions& o, std::string& commit) {
+    auto meta = http.get(o.endpoint + "/api/models/" + url_path(o.repo) + "/revision/" + url_path(o.revision) + "?blobs=true");
+    if (!meta.error.empty()) throw Error(ErrorKind::Io, "cannot reach " + o.endpoint + ": " + meta.error);
+    if (meta.status == 401 || meta.status == 403)
+        throw Error(ErrorKind::Usage, "the hub refused access to " + o.repo + " (HTTP " + std::to_string(meta.status) +
+                                          "): set HF_TOKEN or --token-file to a token that may read it");
+    if (meta.status == 404)
+        throw Error(ErrorKind::Usage, "no revision '" + o.revision + "' in repository " + o.repo + " (" + api_error(meta) + ")");
+    if (meta.status != 200)
+        throw Error(ErrorKind::Io, "the hub answered HTTP " + std::to_string(meta.status) + " for " + o.repo + ": " + api_error(meta));
+    std::vector<RemoteFile> files;
+    try {
+        auto info = nlohmann::json::parse(meta.body);
+        commit = info.at("sha").get<std::string>();
+        for (const auto& s : info.at("siblings")) {
+            RemoteFile f;
+            f.name = s.at("rfilename").get<std::string>();
+            if (f.name.empty() || f.name[0] == '/' || f.name.find("..") != std::string::npos)
+                throw Error(ErrorKind::Io, "the repository lists an unsafe file name '" + f.name + "'");
+            if (s.contains("lfs") && s["lfs"].is_object()) {
+                f.sha256 = s["lfs"].at("sha256").get<std::string>();
+                f.size = s["lfs"].at("size").get<int64_t>();
+            } else {
+                f.blob_id = s.at("blobId").get<std::string>();
+                f.size = s.at("size").get<int64_t>();
+            }
+            bool wanted = o.include.empty();
+            for (const auto& g : o.include) wanted |= glob_match(g.c_str(), f.name.c_str());
+            if (wanted) files.push_back(std::move(f));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorKind::Io, "the hub's file list for " + o.repo + " has no size or hash where expected (" +
+                                       std::string(e.what()) + "); pass --revision with a commit of a model repository");
+    }
+    if (files.empty()) throw Error(ErrorKind::Usage, "no files to download from " + o.repo + " at " + o.revision);
+    return files;
+}
+
+int64_t file_size_or_zero(const std::filesystem::path& p) {
+    std::error_code ec;
+    auto n = std::filesystem::file_size(p, ec);
+    return ec ? 0 : int64_t(n);
+}
+
+// Fetches one file into DEST/NAME.part (resuming what is there), checks it and moves it into
+// place. Returns "" when it matches, else why the last attempt failed.
+std::string fetch_file(Http& http, const DownloadOptions& o, const std::string& commit, const RemoteFile& f,
+                       Progress& progress) {
+    const std::filesystem::path dest(o.dest);
+    const auto final_path = dest / f.name;
+    const auto part = dest / (f.name + ".part");
+    std::filesystem::create_directories(final_path.parent_path());
+    // A file here with the wrong bytes (truncated, or another revision's) is resumed from when it
+    // is shorter than the remote one, and dropped otherwise.
+    std::error_code ec;
+    if (std::filesystem::exists(final_path, ec) && !std::filesystem::exists(part, ec)) {
+        if (file_size_or_zero(final_path) < f.size) std::filesystem::rename(final_path, part);
+        else std::filesystem::remove(final_path);
+    }
+    const std::string url = o.endpoint + "/" + url_path(o.repo) + "/resolve/" + commit + "/" + url_path(f.name);
+    progress.file = f.name;
+    std::string why;
+    for (int attempt = 1; attempt <= o.retries; ++attempt) {
+        int64_t have = file_size_or_zero(part);
+        if (have > f.size) std::filesystem::remove(part), have = 0;
+        progress.current = have;
+        if (have < f.size) {
+            auto r = http.fetch_to(url, part, have, progress);
+            if (r.status == 401 || r.status == 403)
+                throw Error(ErrorKind::Usage, "the hub refused " + f.name + " (HTTP " + std::to_string(r.status) + ")");
+            if (r.status == 416) {  // our part is not a prefix of theirs
+                std::filesystem::remove(part);
+                why = "range not satisfiable";
+                continue;
+            }
+            if (!r.error.empty() || (r.status != 200 && r.status != 206)) {
+                why = r.error.empty() ? "HTTP " + std::to_string(r.status) : r.error;
+                if (!progress.quiet) std::fputc('\n', stderr);
+                std::fprintf(stderr, "download: %s: %s (attempt %d of %d, resuming)\n", f.name.c_str(), why.c_str(), attempt,
+                             o.retries);
+                std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
+                continue;
+            }
+        }
+        if (matches(part, f)) {
+            std::filesystem::rename(part, final_path);
+            return "";
+        }
+        why = "its bytes do not match the repository's " + std::string(f.sha256.empty() ? "git blob id" : "sha256");
+        if (!progress.quiet) std::fputc('\n', stderr);
+        std::fprintf(stderr, "download: %s: %s; fetching it again (attempt %d of %d)\n", f.name.c_str(), why.c_str(), attempt,
+                     o.retries);
+        std::filesystem::remove(part);
+    }
+    return why.empty() ? "no attempt succeeded" : why;
+}
+
+int download(const DownloadOptions& o) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    Http http(read_token(o.token_file));
+    std::string commit;
+    const std::vector<RemoteFile> files = list_files(http, o, commit);
+    const std::filesystem::path dest(o.dest);
+    std::filesystem::create_directories(dest);
+    std::fprintf(stderr, "download: %s at %s (commit %s): %zu files\n", o.repo.c_str(), o.revision.c_str(), commit.c_str(),
+                 files.size());
+
+    // What is already here, and what the rest needs on disk.
+    Progress progress;
+    progress.quiet = o.quiet;
+    std::vector<const RemoteFile*> todo;
+    for (const auto& f : files) {
+        if (matches(dest / f.name, f)) continue;
+        todo.push_back(&f);
+        progress.total += f.size - std::min(file_size_or_zero(dest / (f.name + ".part")), f.size);
+    }
+    std::fprintf(stderr, "download: %zu files present and verified, %zu to fetch (%.2f GB)\n", files.size() - todo.size(),
+                 todo.size(), double(progress.total) / 1e9);
+    struct statvfs sv {};
+    if (progress.total > 0 && ::statvfs(dest.c_str(), &sv) == 0) {
+        const int64_t free_bytes = int64_t(sv.f_bavail) * int64_t(sv.f_frsize);
+        if (free_bytes < progress.total) {
+            std::fprintf(stderr, "k3serve download: %s has %.2f GB free and the download needs %.2f GB more\n", dest.c_str(),
+                         double(free_bytes) / 1e9, double(progress.total) / 1e9);
+            return kExitNoSpace;
+        }
+    }
+
+    for (const RemoteFile* f : todo) {
+        const std::string why = fetch_file(http, o, commit, *f, progress);
+        progress.done += progress.current;
+        progress.current = 0;
+        if (!why.empty()) {
+            progress.show(true);
+            std::fprintf(stderr, "k3serve download: %s failed after %d attempts: %s\n", f->name.c_str(), o.retries, why.c_str());
+            return 1;
+        }
+    }
+    progress.show(true);
+    std::fprintf(stderr, "download: all %zu files match commit %s\n", files.size(), commit.c_str());
+    std::ofstream(dest / ".k3serve-download.json")
+        << nlohmann::json{{"repo", o.repo}, {"revision", o.revision}, {"commit", commit}, {"endpoint", o.endpoint}}.dump(2)
+        << "\n";
+    if (!o.verify || !std::filesystem::exists(dest / "config.json")) return 0;
+    std::string dir = dest.string();
+    char verb[] = "verify";
+    char* args[] = {verb, dir.data(), nullptr};
+    return verify_main(2, args);
+}
+
 }  // namespace
 
 int download_main(int argc, char** argv) {
-    std::string repo, dest_arg, revision = "main", token_file;
-    std::string endpoint = std::getenv("HF_ENDPOINT") ? std::getenv("HF_ENDPOINT") : "https://huggingface.co";
-    std::vector<std::string> include;
-    int retries = 4;
-    bool verify = true;
-    Progress progress;
-    try {
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            auto value = [&]() -> std::string {
-                if (i + 1 >= argc) throw Error(ErrorKind::Usage, a + " needs a value");
-                return argv[++i];
-            };
-            if (a == "--help" || a == "-h") {
-                usage(stdout);
-                return 0;
-            } else if (a == "--revision") {
-                revision = value();
-            } else if (a == "--endpoint") {
-                endpoint = value();
-            } else if (a == "--token-file") {
-                token_file = value();
-            } else if (a == "--include") {
-                include.push_back(value());
-            } else if (a == "--retries") {
-                retries = std::stoi(value());
-            } else if (a == "--no-verify") {
-                verify = false;
-            } else if (a == "--quiet") {
-                progress.quiet = true;
-            } else if (!a.empty() && a[0] == '-') {
-                throw Error(ErrorKind::Usage, "unknown option " + a);
-            } else if (repo.empty()) {
-                repo = a;
-            } else if (dest_arg.empty()) {
-                dest_arg = a;
-            } else {
-                throw Error(ErrorKind::Usage, "unexpected argument " + a);
-            }
+    return run_subcommand({"download", usage()}, argc, argv, [](ArgList& args) {
+        DownloadOptions o;
+        o.endpoint = std::getenv("HF_ENDPOINT") ? std::getenv("HF_ENDPOINT") : "https://huggingface.co";
+        while (args.next()) {
+            if (args.is("--revision")) o.revision = args.value();
+            else if (args.is("--endpoint")) o.endpoint = args.value();
+            else if (args.is("--token-file")) o.token_file = args.value();
+            else if (args.is("--include")) o.include.push_back(args.value());
+            else if (args.is("--retries")) o.retries = int(args.integer(100));
+            else if (args.is("--no-verify")) o.verify = false;
+            else if (args.is("--quiet")) o.quiet = true;
+            else args.positional({&o.repo, &o.dest});
         }
-        if (repo.empty() || dest_arg.empty()) {
-            usage(stderr);
-            return 2;
-        }
-        if (repo.find('/') == std::string::npos || repo.find("..") != std::string::npos)
-            throw Error(ErrorKind::Usage, "REPO must be OWNER/NAME, got '" + repo + "'");
-        if (retries < 1 || retries > 100) throw Error(ErrorKind::Usage, "--retries must be 1..100");
-        while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        Http http(read_token(token_file));
-
-        // ---- the pinned file list ----
-        auto meta = http.get(endpoint + "/api/models/" + url_path(repo) + "/revision/" + url_path(revision) + "?blobs=true");
-        if (!meta.error.empty()) throw Error(ErrorKind::Io, "cannot reach " + endpoint + ": " + meta.error);
-        if (meta.status == 401 || meta.status == 403)
-            throw Error(ErrorKind::Usage, "the hub refused access to " + repo + " (HTTP " + std::to_string(meta.status) +
-                                              "): set HF_TOKEN or --token-file to a token that may read it");
-        if (meta.status == 404)
-            throw Error(ErrorKind::Usage, "no revision '" + revision + "' in repository " + repo + " (" + api_error(meta) + ")");
-        if (meta.status != 200)
-            throw Error(ErrorKind::Io, "the hub answered HTTP " + std::to_string(meta.status) + " for " + repo + ": " + api_error(meta));
-        nlohmann::json info;
-        std::string commit;
-        std::vector<RemoteFile> files;
-        try {
-            info = nlohmann::json::parse(meta.body);
-            commit = info.at("sha").get<std::string>();
-            for (const auto& s : info.at("siblings")) {
-                RemoteFile f;
-                f.name = s.at("rfilename").get<std::string>();
-                if (f.name.empty() || f.name[0] == '/' || f.name.find("..") != std::string::npos)
-                    throw Error(ErrorKind::Io, "the repository lists an unsafe file name '" + f.name + "'");
-                if (s.contains("lfs") && s["lfs"].is_object()) {
-                    f.sha256 = s["lfs"].at("sha256").get<std::string>();
-                    f.size = s["lfs"].at("size").get<int64_t>();
-                } else {
-                    f.blob_id = s.at("blobId").get<std::string>();
-                    f.size = s.at("size").get<int64_t>();
-                }
-                bool wanted = include.empty();
-                for (const auto& g : include) wanted |= glob_match(g.c_str(), f.name.c_str());
-                if (wanted) files.push_back(std::move(f));
-            }
-        } catch (const nlohmann::json::exception& e) {
-            throw Error(ErrorKind::Io, "the hub's file list for " + repo + " has no size or hash where expected (" +
-                                           std::string(e.what()) + "); pass --revision with a commit of a model repository");
-        }
-        if (files.empty()) throw Error(ErrorKind::Usage, "no files to download from " + repo + " at " + revision);
-
-        const std::filesystem::path dest(dest_arg);
-        std::filesystem::create_directories(dest);
-        std::fprintf(stderr, "download: %s at %s (commit %s): %zu files\n", repo.c_str(), revision.c_str(), commit.c_str(),
-                     files.size());
-
-        // ---- what is already here ----
-        std::vector<const RemoteFile*> todo;
-        int64_t need = 0;
-        for (const auto& f : files) {
-            if (matches(dest / f.name, f)) continue;
-            todo.push_back(&f);
-            std::error_code ec;
-            auto part = dest / (f.name + ".part");
-            int64_t have = std::filesystem::exists(part, ec) ? int64_t(std::filesystem::file_size(part, ec)) : 0;
-            need += f.size - std::min(have, f.size);
-            progress.total += f.size - std::min(have, f.size);
-        }
-        std::fprintf(stderr, "download: %zu files present and verified, %zu to fetch (%.2f GB)\n", files.size() - todo.size(),
-                     todo.size(), double(need) / 1e9);
-        struct statvfs sv {};
-        if (need > 0 && ::statvfs(dest.c_str(), &sv) == 0) {
-            int64_t free_bytes = int64_t(sv.f_bavail) * int64_t(sv.f_frsize);
-            if (free_bytes < need) {
-                std::fprintf(stderr, "k3serve download: %s has %.2f GB free and the download needs %.2f GB more\n",
-                             dest.c_str(), double(free_bytes) / 1e9, double(need) / 1e9);
-                return kExitNoSpace;
-            }
-        }
-
-        // ---- fetch, resume, verify ----
-        for (const RemoteFile* f : todo) {
-            const auto final_path = dest / f->name;
-            const auto part = dest / (f->name + ".part");
-            std::filesystem::create_directories(final_path.parent_path());
-            // A file here with the wrong bytes (truncated, or another revision's) is resumed from
-            // when it is shorter than the remote one, and dropped otherwise.
-            std::error_code ec;
-            if (std::filesystem::exists(final_path, ec) && !std::filesystem::exists(part, ec)) {
-                if (int64_t(std::filesystem::file_size(final_path, ec)) < f->size) std::filesystem::rename(final_path, part);
-                else std::filesystem::remove(final_path);
-            }
-            const std::string url = endpoint + "/" + url_path(repo) + "/resolve/" + commit + "/" + url_path(f->name);
-            progress.file = f->name;
-            bool ok = false;
-            std::string why;
-            for (int attempt = 1; attempt <= retries && !ok; ++attempt) {
-                int64_t have = std::filesystem::exists(part, ec) ? int64_t(std::filesystem::file_size(part, ec)) : 0;
-                if (have > f->size) std::filesystem::remove(part), have = 0;
-                progress.current = have;
-                if (have < f->size) {
-                    auto r = http.fetch_to(url, part, have, progress);
-                    if (r.status == 401 || r.status == 403)
-                        throw Error(ErrorKind::Usage, "the hub refused " + f->name + " (HTTP " + std::to_string(r.status) + ")");
-                    if (r.status == 416) {  // our part is not a prefix of theirs
-                        std::filesystem::remove(part);
-                        why = "range not satisfiable";
-                        continue;
-                    }
-                    if (!r.error.empty() || (r.status != 200 && r.status != 206)) {
-                        why = r.error.empty() ? "HTTP " + std::to_string(r.status) : r.error;
-                        if (!progress.quiet) std::fputc('\n', stderr);
-                        std::fprintf(stderr, "download: %s: %s (attempt %d of %d, resuming)\n", f->name.c_str(), why.c_str(),
-                                     attempt, retries);
-                        std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
-                        continue;
-                    }
-                }
-                if (matches(part, *f)) {
-                    std::filesystem::rename(part, final_path);
-                    ok = true;
-                } else {
-                    why = "its bytes do not match the repository's " + std::string(f->sha256.empty() ? "git blob id" : "sha256");
-                    if (!progress.quiet) std::fputc('\n', stderr);
-                    std::fprintf(stderr, "download: %s: %s; fetching it again (attempt %d of %d)\n", f->name.c_str(),
-                                 why.c_str(), attempt, retries);
-                    std::filesystem::remove(part);
-                }
-            }
-            progress.done += progress.current;
-            progress.current = 0;
-            if (!ok) {
-                progress.show(true);
-                std::fprintf(stderr, "k3serve download: %s failed after %d attempts: %s\n", f->name.c_str(), retries,
-                             why.c_str());
-                return 1;
-            }
-        }
-        progress.show(true);
-        std::fprintf(stderr, "download: all %zu files match commit %s\n", files.size(), commit.c_str());
-        std::ofstream(dest / ".k3serve-download.json")
-            << nlohmann::json{{"repo", repo}, {"revision", revision}, {"commit", commit}, {"endpoint", endpoint}}.dump(2) << "\n";
-        if (!verify || !std::filesystem::exists(dest / "config.json")) return 0;
-        std::string dir = dest.string();
-        char verb[] = "verify";
-        char* args[] = {verb, dir.data(), nullptr};
-        return verify_main(2, args);
-    } catch (const Error& e) {
-        if (!progress.quiet) std::fputc('\n', stderr);
-        std::fprintf(stderr, "k3serve download: %s\n", e.what());
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "k3serve download: %s\n", e.what());
-        return 1;
-    }
+        if (o.repo.empty() || o.dest.empty()) throw Error(ErrorKind::Usage, "REPO and DEST are required");
+        if (o.repo.find('/') == std::string::npos || o.repo.find("..") != std::string::npos)
+            throw Error(ErrorKind::Usage, "REPO must be OWNER/NAME, got '" + o.repo + "'");
+        if (o.retries < 1) throw Error(ErrorKind::Usage, "--retries must be 1..100");
+        while (!o.endpoint.empty() && o.endpoint.back() == '/') o.endpoint.pop_back();
+        return download(o);
+    });
 }
 
 }  // namespace k3::cli

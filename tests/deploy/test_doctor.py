@@ -83,7 +83,7 @@ class Doctor(unittest.TestCase):
         self.assertIn('next: k3serve verify', r.stdout)
         r = subprocess.run([BIN, 'doctor', '--bogus'], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertIn('unknown option --bogus', r.stderr)
+        self.assertIn("unknown option '--bogus'", r.stderr)
 
 
 if __name__ == '__main__':
