@@ -10,7 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "daemon_process.h"
+#include "common/daemon.h"
+#include "common/model_cache.h"
 
 using namespace k3::test;
 using nlohmann::json;
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     }
     if (!std::getenv("K3SERVE_BIN")) setenv("K3SERVE_BIN", K3SERVE_BIN_DEFAULT, 1);
     if (!std::getenv("K3_TEST_TMP")) setenv("K3_TEST_TMP", "/tmp/k3serve-bench", 1);
-    if (model.empty()) model = make_model("bench-demo", "demo");
+    if (model.empty()) model = cached_model("demo");
 
     std::string system;
     const char* words[] = {"the", "model", "reads", "experts", "from", "disk", "when", "routed", "and", "keeps",

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/scratch.h"
 #include "grammar/automaton.h"
 #include "k3/grammar.h"
 #include "k3/tokenizer.h"
@@ -35,13 +36,10 @@ inline bool grammar_accepts(const Grammar& g, std::string_view text) {
 }
 
 inline std::shared_ptr<Tokenizer> synthetic_tokenizer(int vocab_size) {
-    namespace fs = std::filesystem;
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    fs::path dir = fs::path(tmp ? tmp : "/tmp/k3-test") / "grammar" / ("vocab-" + std::to_string(vocab_size));
-    if (!fs::exists(dir / "tokenizer_config.json")) {
-        fs::create_directories(dir);
-        write_tokenizer_files(build_synthetic_vocab(vocab_size), dir);
-    }
+    // Written into this process's own scratch directory (common/scratch.h), so test cases that
+    // run side by side never read each other's half-written files.
+    const auto dir = scratch_dir("vocab-" + std::to_string(vocab_size));
+    write_tokenizer_files(build_synthetic_vocab(vocab_size), dir);
     return std::shared_ptr<Tokenizer>(Tokenizer::load(dir));
 }
 

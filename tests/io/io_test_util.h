@@ -1,4 +1,5 @@
-// Shared helpers for the io tests: a scratch directory and files filled with a known pattern.
+// Shared helpers for the io tests: files filled with a known pattern (scratch directories come
+// from common/scratch.h).
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -7,15 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace k3::testing {
+#include "common/scratch.h"
 
-inline std::filesystem::path scratch_dir(const std::string& name) {
-    const char* base = std::getenv("K3_TEST_TMP");
-    std::filesystem::path dir = std::filesystem::path(base ? base : "/tmp") / ("io-" + name);
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    return dir;
-}
+namespace k3::test {
 
 // The byte at offset i of every pattern file: depends on the offset in a way that catches
 // shifted, swapped or stale blocks.
@@ -37,4 +32,4 @@ inline bool matches_pattern(const uint8_t* p, int64_t offset, int64_t n, uint32_
     return true;
 }
 
-}  // namespace k3::testing
+}  // namespace k3::test

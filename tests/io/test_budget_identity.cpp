@@ -17,6 +17,9 @@
 #include "io/file.h"
 #include "store/memory_plan.h"
 #include "store/trunk_pack.h"
+#include "common/model_cache.h"
+#include "common/process.h"
+#include "common/scratch.h"
 #include "k3/engine.h"
 #include "k3/error.h"
 
@@ -24,27 +27,15 @@ using namespace k3;
 
 namespace {
 
-std::filesystem::path tmp_root() {
-    const char* t = std::getenv("K3_TEST_TMP");
-    return t ? t : "/tmp";
-}
+// Scratch paths private to this test process (pack-trunk and make-model create them).
+std::filesystem::path tmp_root() { return k3::test::process_scratch_root(); }
 
-int sh(const std::string& cmd) {
-    int status = std::system((cmd + " > /dev/null 2>&1").c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+int sh(const std::string& cmd) { return k3::test::run_command(cmd).exit_code; }
 
-std::string bin() { return std::getenv("K3SERVE_BIN"); }
+std::string bin() { return k3::test::k3serve_bin(); }
 
-// A synthetic checkpoint made once per preset by `k3serve make-model`.
-std::filesystem::path fixture_model(const std::string& preset) {
-    auto dir = tmp_root() / ("io-identity-" + preset);
-    if (!std::filesystem::exists(dir / "config.json")) {
-        std::filesystem::remove_all(dir);
-        REQUIRE(sh(bin() + " make-model " + dir.string() + " --preset " + preset) == 0);
-    }
-    return dir;
-}
+// The shared synthetic checkpoint of a preset (tests that damage one copy it first).
+std::filesystem::path fixture_model(const std::string& preset) { return k3::test::cached_model(preset); }
 
 double gb(int64_t bytes) { return double(bytes) / io::kGB; }
 

@@ -31,8 +31,8 @@ Result run(const std::string& args) {
 }  // namespace
 
 TEST_CASE("diskbench measures every row on a file") {
-    auto dir = k3::testing::scratch_dir("diskbench");
-    k3::testing::write_pattern_file(dir / "data.bin", 24 << 20);
+    auto dir = k3::test::scratch_dir("diskbench");
+    k3::test::write_pattern_file(dir / "data.bin", 24 << 20);
     Result r = run((dir / "data.bin").string() + " --seq-gb 0.02 --random-gb 0.01 --seconds 2 --expert-bytes 100000 --json");
     REQUIRE(r.code == 0);
     auto j = nlohmann::json::parse(r.out.substr(r.out.find('[')));

@@ -2,6 +2,8 @@
 // the buffered fallback, short reads and EINTR continued, errors naming the file and offset.
 #include <doctest/doctest.h>
 
+#include "common/skip.h"
+
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -15,9 +17,9 @@
 
 using namespace k3;
 using namespace k3::io;
-using k3::testing::matches_pattern;
-using k3::testing::scratch_dir;
-using k3::testing::write_pattern_file;
+using k3::test::matches_pattern;
+using k3::test::scratch_dir;
+using k3::test::write_pattern_file;
 
 namespace {
 
@@ -85,9 +87,11 @@ TEST_CASE("direct reads return exact bytes at odd offsets and lengths") {
     auto dir = scratch_dir("file-direct");
     write_pattern_file(dir / "a.bin", kFileSize);
     File f = File::open(dir / "a.bin");
-    MESSAGE("O_DIRECT on the test directory: " << std::string(f.direct() ? "yes" : "no") << ", alignment " << f.alignment());
     CHECK(f.size_at_open() == kFileSize);
-    if (f.direct()) CHECK((f.alignment() >= 512 && f.alignment() <= 4096));
+    // Where the file system refuses O_DIRECT the file is buffered (tested below): say so as a skip.
+    if (!f.direct()) K3_SKIP("the test directory's file system refuses O_DIRECT: direct reads are untested here");
+    MESSAGE("O_DIRECT alignment " << f.alignment());
+    CHECK((f.alignment() >= 512 && f.alignment() <= 4096));
     check_odd_reads(f);
 }
 

@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/process.h"
+#include "common/scratch.h"
+#include "common/model_cache.h"
 #include "weights/checkpoint.h"
 #include "io/file.h"
 #include "store/trunk_pack.h"
@@ -18,15 +21,8 @@ using namespace k3;
 
 namespace {
 
-std::filesystem::path tmp_root() {
-    const char* t = std::getenv("K3_TEST_TMP");
-    return t ? t : "/tmp";
-}
-std::string bin() { return std::getenv("K3SERVE_BIN"); }
-int sh(const std::string& cmd) {
-    int status = std::system((cmd + " > /dev/null 2>&1").c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+std::string bin() { return k3::test::k3serve_bin(); }
+int sh(const std::string& cmd) { return k3::test::run_command(cmd).exit_code; }
 
 std::vector<uint8_t> read_bytes(const std::filesystem::path& p, int64_t off, int64_t n) {
     std::vector<uint8_t> b(static_cast<size_t>(n));
@@ -40,11 +36,9 @@ std::vector<uint8_t> read_bytes(const std::filesystem::path& p, int64_t off, int
 }  // namespace
 
 TEST_CASE("pack-trunk copies every layer run byte for byte, aligned, with a manifest that checks") {
-    auto model = tmp_root() / "io-pack-model";
-    auto pack = tmp_root() / "io-pack-out";
-    std::filesystem::remove_all(model);
-    std::filesystem::remove_all(pack);
-    REQUIRE(sh(bin() + " make-model " + model.string() + " --preset tiny-wide") == 0);
+    // pack-trunk reads the model only, so the shared cached one will do.
+    const std::filesystem::path model = k3::test::cached_model("tiny-wide");
+    auto pack = k3::test::scratch_dir("pack") / "out";
     REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string()) == 0);
 
     Checkpoint ckpt = open_checkpoint(model);
@@ -70,10 +64,7 @@ TEST_CASE("pack-trunk copies every layer run byte for byte, aligned, with a mani
         CHECK(io::run_checksum(bytes.data(), bytes.size()) != pl.checksum);
     }
     SUBCASE("a manifest for another checkpoint is refused, naming the layer") {
-        auto other = tmp_root() / "io-pack-other";
-        std::filesystem::remove_all(other);
-        REQUIRE(sh(bin() + " make-model " + other.string() + " --preset tiny") == 0);
-        Checkpoint ck2 = open_checkpoint(other);
+        Checkpoint ck2 = open_checkpoint(k3::test::cached_model("tiny"));
         CHECK_THROWS_WITH_AS(io::open_trunk_pack(pack, ck2), doctest::Contains("does not match the checkpoint"), Error);
     }
     SUBCASE("a truncated trunk.bin is refused") {
@@ -98,5 +89,5 @@ TEST_CASE("the checksum does not depend on how the run is chunked") {
 TEST_CASE("pack-trunk usage") {
     CHECK(sh(bin() + " pack-trunk --help") == 0);
     CHECK(sh(bin() + " pack-trunk") == 2);
-    CHECK(sh(bin() + " pack-trunk /nonexistent/model " + (tmp_root() / "io-pack-x").string()) == 2);
+    CHECK(sh(bin() + " pack-trunk /nonexistent/model " + (k3::test::scratch_dir("pack-x") / "out").string()) == 2);
 }

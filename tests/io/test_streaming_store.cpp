@@ -15,9 +15,9 @@
 
 using namespace k3;
 using namespace k3::io;
-using k3::testing::matches_pattern;
-using k3::testing::scratch_dir;
-using k3::testing::write_pattern_file;
+using k3::test::matches_pattern;
+using k3::test::scratch_dir;
+using k3::test::write_pattern_file;
 
 namespace {
 

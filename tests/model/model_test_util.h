@@ -1,5 +1,5 @@
-// Shared by the tests/model suites: synthetic checkpoints generated with the built k3serve
-// (make-model) into the test scratch directory, and small helpers over Engine/Session.
+// Shared by the tests/model suites: small helpers over Engine/Session. Test models come from
+// common/model_cache.h (cached_model).
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -7,28 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "common/scratch.h"
+#include "common/model_cache.h"
 #include "k3/engine.h"
 
 namespace k3::test {
-
-inline std::string env_or(const char* name, const char* fallback) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : fallback;
-}
-
-// Writes `make-model --preset preset --seed seed` into $K3_TEST_TMP/<owner>/<preset>-<seed>
-// once, and returns the directory. `owner` keeps concurrently running test binaries apart.
-inline std::string synthetic_model(const std::string& owner, const std::string& preset, int seed) {
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::path(env_or("K3_TEST_TMP", "/tmp/k3-test")) / owner / (preset + "-" + std::to_string(seed));
-    if (!fs::exists(dir / "config.json")) {
-        fs::create_directories(dir.parent_path());
-        const std::string cmd = env_or("K3SERVE_BIN", "k3serve") + " make-model '" + dir.string() + "' --preset " +
-                                preset + " --seed " + std::to_string(seed) + " > /dev/null";
-        if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-    }
-    return dir.string();
-}
 
 inline std::unique_ptr<Engine> load_engine(const std::string& dir, int threads, const std::string& kernels = "") {
     EngineOptions o;

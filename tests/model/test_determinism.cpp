@@ -22,7 +22,7 @@ std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
 }
 
 void check_preset(const std::string& preset, const std::string& kernels) {
-    const std::string dir = synthetic_model("determinism", preset, kSeed);
+    const std::string dir = cached_model(preset, kSeed);
     // Longer than one forward() chunk, so chunked prefill is part of what is compared.
     const int kLength = chunk_tokens_for(open_checkpoint(dir).config) + 6;
     auto e1 = load_engine(dir, 1, kernels);

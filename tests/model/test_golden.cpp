@@ -62,7 +62,7 @@ double rel_l2(const float* a, const float* b, int n) {
 
 void check_gates(const std::string& preset, const std::string& kernels) {
     const Golden g = load_golden(preset);
-    const std::string dir = synthetic_model("golden", preset, g.seed);
+    const std::string dir = cached_model(preset, g.seed);
     auto e = load_engine(dir, 2, kernels);
     INFO("preset " << preset << ", kernels " << e->info().kernels);
     REQUIRE(e->info().n_vocab == g.vocab);
@@ -85,7 +85,7 @@ void check_gates(const std::string& preset, const std::string& kernels) {
             // Name the step where the engine first parts from the reference (test_trace.cpp).
             AttachedTrace trace(*e);
             REQUIRE(e->new_session(int(g.greedy.size()))->prefill_all_logits(g.greedy, logits).ok());
-            const std::string scratch = env_or("K3_TEST_TMP", "/tmp/k3-test") + std::string("/golden-trace");
+            const std::string scratch = scratch_dir("golden-trace").string();
             MESSAGE("first step that diverges from the reference: "
                     << first_divergence(trace.recorder.steps, reference_trace(dir, g.greedy, scratch), kMaxRelL2));
         }

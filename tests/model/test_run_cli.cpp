@@ -48,8 +48,8 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
     const nlohmann::json g = nlohmann::json::parse(in);
     const std::vector<int32_t> prompt = g.at("prompt_ids"), greedy = g.at("greedy_ids");
     const int V = g.at("vocab_size"), n_gen = int(greedy.size() - prompt.size());
-    const std::string model = synthetic_model("run_cli", "tiny", std::stoi(g.at("make_model_args")[3].get<std::string>()));
-    const std::string tmp = env_or("K3_TEST_TMP", "/tmp/k3-test") + "/run_cli/";
+    const std::string model = cached_model("tiny", std::stoi(g.at("make_model_args")[3].get<std::string>()));
+    const std::string tmp = scratch_dir("run_cli").string() + "/";
 
     const Result r = run(model + " --ids " + join(prompt, ",") + " --gen " + std::to_string(n_gen) +
                          " --dump-logits " + tmp + "logits.f32 --report " + tmp + "report.json");

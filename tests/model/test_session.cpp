@@ -34,7 +34,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }  // namespace
 
 TEST_CASE("session: prefix reuse gives the logits of a cold run") {
-    auto e = load_engine(synthetic_model("session", "tiny", kSeed), 2);
+    auto e = load_engine(cached_model("tiny", kSeed), 2);
     const int V = e->info().n_vocab;
     const auto A = test_prompt(20, V, 1), B = test_prompt(9, V, 2), C = test_prompt(7, V, 3);
     auto s = e->new_session(128);
@@ -89,7 +89,7 @@ TEST_CASE("session: prefix reuse gives the logits of a cold run") {
 }
 
 TEST_CASE("session: limits and cancellation") {
-    auto e = load_engine(synthetic_model("session", "tiny", kSeed), 2);
+    auto e = load_engine(cached_model("tiny", kSeed), 2);
     const int V = e->info().n_vocab;
     CancelFlag cancel{false};
     auto s = e->new_session(16);
@@ -144,7 +144,7 @@ private:
 }  // namespace
 
 TEST_CASE("forward: a failed expert read is an IoError; a one-expert store gives the same bits") {
-    const Checkpoint ckpt = open_checkpoint(synthetic_model("session", "tiny", kSeed));
+    const Checkpoint ckpt = open_checkpoint(cached_model("tiny", kSeed));
     const ModelConfig& c = ckpt.config;
     const auto ids = test_prompt(9, c.vocab_size, 6);
     std::vector<float> ref(size_t(ids.size()) * size_t(c.vocab_size));

@@ -14,7 +14,7 @@ namespace {
 constexpr double kMaxRelL2 = 1e-4;
 constexpr int kSeed = 7;  // the tiny golden's seed
 
-std::string scratch_dir() { return env_or("K3_TEST_TMP", "/tmp/k3-test") + std::string("/trace"); }
+std::string trace_dir() { return k3::test::scratch_dir("trace").string(); }
 
 int first_layer(const ModelConfig& c, bool mla) {
     for (int il = 0; il < c.num_hidden_layers; ++il)
@@ -25,7 +25,7 @@ int first_layer(const ModelConfig& c, bool mla) {
 }  // namespace
 
 TEST_CASE("trace: every named intermediate matches the reference, step by step") {
-    const std::string dir = synthetic_model("trace", "tiny", kSeed);
+    const std::string dir = cached_model("tiny", kSeed);
     auto e = load_engine(dir, 2);
     const std::vector<int32_t> ids = test_prompt(12, e->info().n_vocab);
     std::vector<float> logits;
@@ -42,13 +42,13 @@ TEST_CASE("trace: every named intermediate matches the reference, step by step")
 
     double worst = 0;
     const std::string diverged =
-        first_divergence(trace.recorder.steps, reference_trace(dir, ids, scratch_dir()), kMaxRelL2, &worst);
+        first_divergence(trace.recorder.steps, reference_trace(dir, ids, trace_dir()), kMaxRelL2, &worst);
     CHECK_MESSAGE(diverged.empty(), "the engine first parts from the reference at " << diverged);
     MESSAGE("worst rel-L2 over " << trace.recorder.steps.size() << " steps = " << worst);
 }
 
 TEST_CASE("trace: a planted mistake is named at the first step it changes") {
-    const std::string dir = synthetic_model("trace", "tiny", kSeed);
+    const std::string dir = cached_model("tiny", kSeed);
     auto e = load_engine(dir, 2);
     const ModelConfig& c = static_cast<EngineImpl&>(*e).config();
     const std::vector<int32_t> ids = test_prompt(12, e->info().n_vocab);
@@ -68,13 +68,13 @@ TEST_CASE("trace: a planted mistake is named at the first step it changes") {
     for (const Planted& p : planted) {
         INFO("mutation " << p.mutation);
         const std::string diverged = first_divergence(
-            trace.recorder.steps, reference_trace(dir, ids, scratch_dir(), p.mutation), kMaxRelL2);
+            trace.recorder.steps, reference_trace(dir, ids, trace_dir(), p.mutation), kMaxRelL2);
         CHECK(diverged.substr(0, diverged.find(' ')) == p.first_step);
     }
 }
 
 TEST_CASE("trace: attaching a trace changes no bit of the logits") {
-    auto e = load_engine(synthetic_model("trace", "tiny", kSeed), 2);
+    auto e = load_engine(cached_model("tiny", kSeed), 2);
     const std::vector<int32_t> ids = test_prompt(20, e->info().n_vocab, 3);
     std::vector<float> plain, traced;
     REQUIRE(e->new_session(int(ids.size()))->prefill_all_logits(ids, plain).ok());

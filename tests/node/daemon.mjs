@@ -1,14 +1,29 @@
 // Starts a daemon for a Node test and stops it afterwards.
 //   fake: tests/server/fake_daemon.cpp (real HTTP layer + worker over the FakeEngine)
-//   tiny: `k3serve serve` on the tiny synthetic model (written once into $K3_TEST_TMP)
+//   tiny: `k3serve serve` on the tiny synthetic model (written once per test process into a
+//         private directory under $K3_TEST_TMP, removed at exit: never a half-written or stale
+//         model left by another run)
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 
 function need(name) {
   const v = process.env[name];
   if (!v) throw new Error(`${name} is not set: run this test through ctest (scripts/test.sh)`);
   return v;
+}
+
+let tinyModelDir = null;
+function tinyModel(bin) {
+  if (tinyModelDir) return tinyModelDir;
+  mkdirSync(need('K3_TEST_TMP'), { recursive: true });
+  const root = mkdtempSync(path.join(need('K3_TEST_TMP'), 'node-'));
+  process.on('exit', () => rmSync(root, { recursive: true, force: true }));
+  const dir = path.join(root, 'tiny');
+  const made = spawnSync(bin, ['make-model', dir, '--preset', 'tiny'], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`make-model failed: ${made.stderr}`);
+  tinyModelDir = dir;
+  return dir;
 }
 
 // Resolves with {url, port, proc, stop()} once the daemon prints its listening line
@@ -20,13 +35,7 @@ export async function startDaemon(kind, extraArgs = []) {
     args = extraArgs;
   } else {
     cmd = need('K3SERVE_BIN');
-    const dir = path.join(need('K3_TEST_TMP'), 'node-tiny-model');
-    if (!existsSync(path.join(dir, 'config.json'))) {
-      mkdirSync(path.dirname(dir), { recursive: true });
-      const made = spawnSync(cmd, ['make-model', dir, '--preset', 'tiny'], { encoding: 'utf8' });
-      if (made.status !== 0) throw new Error(`make-model failed: ${made.stderr}`);
-    }
-    args = ['serve', dir, '--port', '0', '--threads', '1', ...extraArgs];
+    args = ['serve', tinyModel(cmd), '--port', '0', '--threads', '1', ...extraArgs];
   }
   const proc = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let log = '';

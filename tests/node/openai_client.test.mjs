@@ -4,12 +4,23 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { startDaemon } from './daemon.mjs';
 
-let daemon, client;
+let daemon, client, promptsFile;
+
+// The prompts the fake engine was given so far (the daemon records them, one JSON string a line).
+function recordedPrompts() {
+  return readFileSync(promptsFile, 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+}
 
 before(async () => {
-  daemon = await startDaemon('fake', ['--api-key', 'test-key']);
+  mkdirSync(process.env.K3_TEST_TMP, { recursive: true });
+  const dir = mkdtempSync(path.join(process.env.K3_TEST_TMP, 'node-prompts-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  promptsFile = path.join(dir, 'prompts.jsonl');
+  daemon = await startDaemon('fake', ['--api-key', 'test-key', '--record-prompts', promptsFile]);
   client = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'test-key', maxRetries: 0 });
 });
 after(async () => { assert.equal(await daemon.stop(), 0); });
@@ -31,6 +42,10 @@ test('chat.completions.create (README example)', async () => {
   assert.equal(r.choices[0].finish_reason, 'stop');
   assert.ok(r.usage.prompt_tokens > 0);
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  // What the SDK sent reached the engine as K3's chat layout of that one user message.
+  assert.equal(recordedPrompts().at(-1),
+    '<|open|>message role="user"<|sep|>Say hello<|close|>message<|sep|><|end_of_msg|>' +
+    '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>');
 });
 
 test('chat streaming with include_usage', async () => {

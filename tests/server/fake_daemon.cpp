@@ -1,9 +1,10 @@
 // k3serve_fake_daemon: the real HTTP layer and engine worker over the FakeEngine, as a process,
 // for the Node.js tests (openai SDK protocol checks and the headless-browser UI test) that must
 // not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
-// closes or SIGTERM.
+// closes or SIGTERM. With --record-prompts FILE, every prompt the engine is given is appended to
+// FILE as one JSON string per line (specials spelled out), for tests to assert on.
 //   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
-//                       [--loading-ms N]
+//                       [--loading-ms N] [--record-prompts FILE]
 // --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
 // tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
 // --loading-ms keeps the daemon in its loading phase for N ms (status "loading weights 40%"),
@@ -13,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "server_harness.h"
@@ -40,8 +42,15 @@ int main(int argc, char** argv) {
             answer = argv[++i];
         } else if (a == "--xtml" && i + 1 < argc) {
             xtml = argv[++i];
+        } else if (a == "--record-prompts" && i + 1 < argc) {
+            options.on_prompt = [path = std::string(argv[++i])](const std::vector<int32_t>& ids) {
+                const std::string text = FakeTokenizer().decode(ids);
+                std::ofstream(path, std::ios::app) << json(text).dump(-1, ' ', false, json::error_handler_t::replace)
+                                                   << "\n";
+            };
         } else {
-            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME] [--loading-ms N]\n");
+            std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] "
+                                 "[--xtml TEXT] [--alias NAME] [--loading-ms N] [--record-prompts FILE]\n");
             return 2;
         }
     }

@@ -2,14 +2,19 @@
 // bytes, then the K3 chat specials) and a FakeEngine whose sessions "generate" a fixed script of
 // token ids after every prompt, with optional per-token delays and cancel checks, so server
 // behaviour (streaming, stop strings, cancellation, queueing, reuse) is testable without a model.
+// The engine records every prompt it is given (prompts()), so a test can assert on the prompt
+// the server built (chat layout, roles, thinking) and on what a reused state skipped.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/wait.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
 
@@ -89,14 +94,39 @@ struct FakeEngineOptions {
     std::chrono::milliseconds token_delay{0};    // per append()
     std::chrono::milliseconds prefill_delay{0};  // per prompt token evaluated in sync()
     int n_ctx_max = 256;
+    // Called with every prompt given to a session's sync(), on the engine's thread.
+    std::function<void(const std::vector<int32_t>&)> on_prompt;
+    // A latch for tests that need the engine stopped at a known point instead of a timing
+    // window: with `hold` set, a session blocks before evaluating prompt position
+    // hold_at_prompt_token (sync) or before generating token number hold_at_token (append),
+    // until `hold` opens or the job is cancelled (then it returns Cancelled). `held` opens when
+    // it first blocks.
+    std::shared_ptr<Gate> hold = nullptr, held = std::make_shared<Gate>();
+    int hold_at_prompt_token = -1;
+    int hold_at_token = -1;
+};
+
+// Every prompt a FakeEngine's sessions were given, in order, and how many of its leading tokens
+// each sync() reused from the session's state.
+struct FakePromptLog {
+    mutable std::mutex mutex;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<int> reused;
 };
 
 class FakeSession : public Session {
 public:
-    FakeSession(const FakeEngineOptions& o, int n_ctx, std::atomic<uint64_t>& evaluated)
-        : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), logits_(256 + kFakeSpecials.size()) {}
+    FakeSession(const FakeEngineOptions& o, int n_ctx, std::atomic<uint64_t>& evaluated, FakePromptLog& log)
+        : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), log_(log), logits_(256 + kFakeSpecials.size()) {}
 
     Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused) override {
+        const std::vector<int32_t> prompt(tokens.begin(), tokens.end());
+        if (o_.on_prompt) o_.on_prompt(prompt);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.prompts.push_back(prompt);
+            log_.reused.push_back(0);
+        }
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
         if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
         size_t common = 0;
@@ -104,8 +134,14 @@ public:
         if (common == tokens.size()) --common;  // the last position is always recomputed (its logits)
         tokens_.resize(common);
         if (reused) *reused = int(common);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.reused.back() = int(common);
+        }
         for (size_t i = common; i < tokens.size(); ++i) {
             if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};  // "between layers"
+            if (int(i) == o_.hold_at_prompt_token && !wait_while_held(cancel))
+                return {StatusCode::Cancelled, "cancelled"};
             std::this_thread::sleep_for(o_.prefill_delay);
             tokens_.push_back(tokens[i]);
             ++evaluated_;
@@ -116,6 +152,7 @@ public:
     }
     Status append(int32_t token, const CancelFlag& cancel) override {
         if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};
+        if (generated_ == o_.hold_at_token && !wait_while_held(cancel)) return {StatusCode::Cancelled, "cancelled"};
         if (int(tokens_.size()) >= n_ctx_) return {StatusCode::ContextFull, "context full"};
         std::this_thread::sleep_for(o_.token_delay);
         tokens_.push_back(token);
@@ -132,6 +169,15 @@ public:
     }
 
 private:
+    // Blocks while the test holds the engine here; false when the job was cancelled meanwhile.
+    bool wait_while_held(const CancelFlag& cancel) {
+        if (!o_.hold) return true;
+        o_.held->open();
+        while (!o_.hold->wait(std::chrono::milliseconds(2)))
+            if (cancel.load()) return false;
+        return true;
+    }
+
     // The script's next token gets logit 10, the byte after it 9: greedy follows the script,
     // sampling with a seed sometimes does not.
     void compute_logits() {
@@ -144,6 +190,7 @@ private:
     const FakeEngineOptions& o_;
     int n_ctx_;
     std::atomic<uint64_t>& evaluated_;
+    FakePromptLog& log_;
     std::vector<int32_t> tokens_;
     std::vector<float> logits_;
     int generated_ = 0;
@@ -170,15 +217,30 @@ public:
         return s;
     }
     std::unique_ptr<Session> new_session(int n_ctx) override {
-        return std::make_unique<FakeSession>(o_, n_ctx, evaluated_);
+        return std::make_unique<FakeSession>(o_, n_ctx, evaluated_, log_);
     }
     FakeEngineOptions& options() { return o_; }
     uint64_t evaluated() const { return evaluated_.load(); }
+    // The prompts given to sync() so far, oldest first.
+    std::vector<std::vector<int32_t>> prompts() const {
+        std::lock_guard lock(log_.mutex);
+        return log_.prompts;
+    }
+    std::vector<int32_t> last_prompt() const {
+        std::lock_guard lock(log_.mutex);
+        return log_.prompts.empty() ? std::vector<int32_t>{} : log_.prompts.back();
+    }
+    // How many leading tokens each sync() reused from the session's state.
+    std::vector<int> reused() const {
+        std::lock_guard lock(log_.mutex);
+        return log_.reused;
+    }
 
 private:
     FakeEngineOptions o_;
     ModelInfo info_;
     mutable std::atomic<uint64_t> evaluated_{0};
+    FakePromptLog log_;
 };
 
 }  // namespace k3::test

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/wait.h"
 #include "fake_engine.h"
 #include "http.h"
 #include "server_state.h"
@@ -74,15 +75,6 @@ public:
         httplib::Client c("127.0.0.1", port);
         c.set_read_timeout(30, 0);
         return c;
-    }
-    // Waits until `pred` holds (at most ~5 s); returns whether it did.
-    template <class Pred>
-    static bool eventually(Pred pred, int ms = 5000) {
-        for (int waited = 0; waited < ms; waited += 5) {
-            if (pred()) return true;
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        return pred();
     }
 
     ServerState state;

@@ -10,7 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "daemon_process.h"
+#include "common/daemon.h"
+#include "common/scratch.h"
+#include "common/model_cache.h"
+#include "common/wait.h"
 
 using namespace k3::test;
 using nlohmann::json;
@@ -66,7 +69,7 @@ TEST_CASE("serve: --help exits 0, bad usage and a missing model exit 2") {
 }
 
 TEST_CASE("tiny model: completions and chat, streamed and not, usage, seeds, stop strings") {
-    std::string model = make_model("daemon-tiny");
+    std::string model = cached_model("tiny");
     DaemonProcess d({model, "--port", "0", "--threads", "1"});
     auto c = d.client();
     CHECK(d.log().find("kernels:") != std::string::npos);
@@ -122,7 +125,8 @@ TEST_CASE("tiny model: completions and chat, streamed and not, usage, seeds, sto
     CHECK(stream_text(rs->body).first == whole["choices"][0]["message"]["content"]);
 
     auto models = c.Get("/v1/models");
-    CHECK(json::parse(models->body)["data"][0]["id"] == "daemon-tiny");
+    // The alias defaults to the model directory's name.
+    CHECK(json::parse(models->body)["data"][0]["id"] == std::filesystem::path(model).filename().string());
     auto props = json::parse(c.Get("/props")->body);
     CHECK_FALSE(props["model"]["fingerprint"].get<std::string>().empty());
     auto metrics = c.Get("/metrics")->body;
@@ -132,7 +136,7 @@ TEST_CASE("tiny model: completions and chat, streamed and not, usage, seeds, sto
 }
 
 TEST_CASE("tiny model: a second chat turn reuses state and gives the same tokens as a cold run") {
-    std::string model = make_model("daemon-tiny-reuse");
+    std::string model = cached_model("tiny");
     json turn1 = {{"messages", kTurn1}, {"max_tokens", 16}, {"temperature", 0}};
     json turn2;
     json first, warm_second;
@@ -144,6 +148,7 @@ TEST_CASE("tiny model: a second chat turn reuses state and gives the same tokens
         turn2["messages"].push_back({{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
         turn2["messages"].push_back({{"role", "user"}, {"content", "And one about the mountains."}});
         turn2["logprobs"] = true;
+        turn2["top_logprobs"] = 3;
         warm_second = post(c, "/v1/chat/completions", turn2);
         warm.signal(SIGTERM);
         CHECK(warm.wait_exit() == 0);
@@ -159,14 +164,19 @@ TEST_CASE("tiny model: a second chat turn reuses state and gives the same tokens
     const json& lw = warm_second["choices"][0]["logprobs"]["content"];
     const json& lc = cold_second["choices"][0]["logprobs"]["content"];
     REQUIRE(lw.size() == lc.size());
+    // Reuse promises the bits of a cold run: every logprob (chosen and top 3) is equal exactly,
+    // not approximately (JSON carries each float at round-trip precision).
     for (size_t i = 0; i < lw.size(); ++i) {
+        CAPTURE(i);
         CHECK(lw[i]["token"] == lc[i]["token"]);
-        CHECK(lw[i]["logprob"].get<double>() == doctest::Approx(lc[i]["logprob"].get<double>()).epsilon(1e-5));
+        CHECK(lw[i]["logprob"].get<double>() == lc[i]["logprob"].get<double>());
+        CHECK(lw[i]["top_logprobs"] == lc[i]["top_logprobs"]);
+        CHECK(lw[i]["top_logprobs"].size() == 3);
     }
 }
 
 TEST_CASE("tiny model: SIGTERM drains in-flight requests, refuses new ones, exits 0") {
-    std::string model = make_model("daemon-tiny-drain");
+    std::string model = cached_model("tiny");
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--drain-timeout-s", "60"});
     std::string body;
     std::thread inflight([&] {
@@ -177,12 +187,12 @@ TEST_CASE("tiny model: SIGTERM drains in-flight requests, refuses new ones, exit
     });
     auto c = d.client();
     // Wait until the request is running, then ask the daemon to stop.
-    REQUIRE(DaemonProcess::eventually([&] {
+    REQUIRE(eventually([&] {
         auto m = c.Get("/metrics");
         return m && m->body.find("llamacpp:requests_processing 1") != std::string::npos;
     }));
     d.signal(SIGTERM);
-    REQUIRE(DaemonProcess::eventually([&] {
+    REQUIRE(eventually([&] {
         auto h = c.Get("/health");
         return h && h->status == 503;
     }));
@@ -197,7 +207,7 @@ TEST_CASE("tiny model: SIGTERM drains in-flight requests, refuses new ones, exit
 }
 
 TEST_CASE("tiny model: past the drain timeout the running request is cancelled; a second signal exits 130") {
-    std::string model = make_model("daemon-tiny-drain2");
+    std::string model = cached_model("tiny");
     {
         DaemonProcess d({model, "--port", "0", "--threads", "1", "--drain-timeout-s", "0"});
         std::string body;
@@ -208,7 +218,7 @@ TEST_CASE("tiny model: past the drain timeout the running request is cancelled; 
             if (r) body = r->body;
         });
         auto c = d.client();
-        REQUIRE(DaemonProcess::eventually([&] {
+        REQUIRE(eventually([&] {
             auto m = c.Get("/metrics");
             return m && m->body.find("llamacpp:requests_processing 1") != std::string::npos;
         }));
@@ -225,12 +235,12 @@ TEST_CASE("tiny model: past the drain timeout the running request is cancelled; 
             c.Post("/v1/completions", req.dump(), "application/json");
         });
         auto c = d.client();
-        REQUIRE(DaemonProcess::eventually([&] {
+        REQUIRE(eventually([&] {
             auto m = c.Get("/metrics");
             return m && m->body.find("llamacpp:requests_processing 1") != std::string::npos;
         }));
         d.signal(SIGTERM);
-        REQUIRE(DaemonProcess::eventually([&] { return d.log().find("shutting down") != std::string::npos; }));
+        REQUIRE(eventually([&] { return d.log().find("shutting down") != std::string::npos; }));
         d.signal(SIGINT);
         CHECK(d.wait_exit() == 130);
         inflight.join();
@@ -238,7 +248,7 @@ TEST_CASE("tiny model: past the drain timeout the running request is cancelled; 
 }
 
 TEST_CASE("tiny model: a client that disconnects cancels its generation") {
-    std::string model = make_model("daemon-tiny-cancel");
+    std::string model = cached_model("tiny");
     DaemonProcess d({model, "--port", "0", "--threads", "1"});
     auto c = d.client();
     int max_tokens = long_generation(c);
@@ -249,7 +259,7 @@ TEST_CASE("tiny model: a client that disconnects cancels its generation") {
         auto r = impatient.Post("/v1/completions", req.dump(), "application/json");
         CHECK_FALSE(r);
     }
-    REQUIRE(DaemonProcess::eventually([&] {
+    REQUIRE(eventually([&] {
         auto m = c.Get("/metrics");
         return m && m->body.find("k3serve:requests_total{outcome=\"cancelled\"} 1") != std::string::npos &&
                m->body.find("llamacpp:requests_processing 0") != std::string::npos;
@@ -258,9 +268,9 @@ TEST_CASE("tiny model: a client that disconnects cancels its generation") {
 }
 
 TEST_CASE("tiny model: sd_notify STATUS/READY/WATCHDOG/STOPPING, and JSON log lines") {
-    std::string model = make_model("daemon-tiny-notify");
+    std::string model = cached_model("tiny");
     // A datagram socket standing in for systemd's $NOTIFY_SOCKET.
-    std::string path = env_or_throw("K3_TEST_TMP") + "/notify.sock";
+    std::string path = (scratch_dir("notify") / "notify.sock").string();
     std::filesystem::remove(path);
     int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
     sockaddr_un addr{};
@@ -272,14 +282,25 @@ TEST_CASE("tiny model: sd_notify STATUS/READY/WATCHDOG/STOPPING, and JSON log li
     {
         DaemonProcess d({model, "--port", "0", "--threads", "1", "--log-format", "json"});
         unsetenv("NOTIFY_SOCKET");
-        std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // at least one watchdog ping
-        d.signal(SIGTERM);
-        CHECK(d.wait_exit() == 0);
         timeval tv{0, 200000};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         char buf[4096];
         ssize_t n;
-        while ((n = recv(fd, buf, sizeof buf, 0)) > 0) messages += std::string(buf, size_t(n)) + "\n";
+        auto receive = [&] {
+            while ((n = recv(fd, buf, sizeof buf, 0)) > 0) messages += std::string(buf, size_t(n)) + "\n";
+        };
+        // The watchdog must keep pinging while the daemon is idle, not just once at start-up:
+        // wait (bounded) for a second WATCHDOG=1, which comes about a second after the first.
+        auto pings = [&] {
+            size_t count = 0;
+            for (size_t at = messages.find("WATCHDOG=1"); at != std::string::npos; at = messages.find("WATCHDOG=1", at + 1))
+                ++count;
+            return count;
+        };
+        CHECK(eventually([&] { receive(); return pings() >= 2; }, std::chrono::seconds(30)));
+        d.signal(SIGTERM);
+        CHECK(d.wait_exit() == 0);
+        receive();
         std::istringstream lines(d.log());
         std::string line;
         int n_lines = 0;

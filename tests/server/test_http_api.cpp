@@ -234,6 +234,23 @@ TEST_CASE("state reuse: a second turn reports cached tokens and matches a cold r
     json cold_second = body_of(post_json(cc, "/v1/chat/completions", turn2));
     CHECK(cold_second["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
     CHECK(cold_second["choices"][0]["message"]["content"] == second["choices"][0]["message"]["content"]);
+
+    // The fake's answer does not depend on its prompt, so the equal answers above prove little:
+    // what does is that the warm engine was given exactly the cold engine's prompt, holding the
+    // whole conversation in order, and skipped just the cached part of it.
+    const auto warm_prompts = warm.engine.prompts();
+    REQUIRE(warm_prompts.size() == 2);
+    CHECK(warm_prompts[1] == cold.engine.last_prompt());
+    CHECK(warm.engine.reused() == std::vector<int>{0, cached});
+    const std::string text = warm.tokenizer.decode(warm_prompts[1]);
+    const size_t q1 = text.find("Tell me about foxes."), a1 = text.find("Sure."), q2 = text.find("More, please.");
+    CHECK(q1 != std::string::npos);
+    CHECK(a1 != std::string::npos);
+    CHECK(q2 != std::string::npos);
+    CHECK((q1 < a1 && a1 < q2));
+    // The reused part is the first prompt (and then the first answer, not recorded here).
+    const auto shared = std::ptrdiff_t(std::min(size_t(cached), warm_prompts[0].size()));
+    CHECK(std::equal(warm_prompts[0].begin(), warm_prompts[0].begin() + shared, warm_prompts[1].begin()));
 }
 
 TEST_CASE("logprobs: completions layout and chat layout") {

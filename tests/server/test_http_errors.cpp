@@ -177,47 +177,51 @@ TEST_CASE("a full queue answers 503 + Retry-After with an OpenAI error") {
     auto config = test_config();
     config.queue_depth = 1;
     FakeEngineOptions o;
-    o.token_delay = std::chrono::milliseconds(20);
+    o.hold = std::make_shared<Gate>();  // the first job stays on the worker until the test lets go
+    o.hold_at_token = 0;
     TestServer server(config, o);
     // Occupy the worker, then the one queue slot.
     std::thread busy([&] {
         auto c = server.client();
         post_json(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 40}});
     });
-    REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
+    REQUIRE(server.engine.options().held->wait());
     std::thread queued([&] {
         auto c = server.client();
         post_json(c, "/v1/completions", {{"prompt", "b"}, {"max_tokens", 2}});
     });
-    REQUIRE(TestServer::eventually([&] { return server.state.queue.size() == 1; }));
+    REQUIRE(eventually([&] { return server.state.queue.size() == 1; }));
     auto c = server.client();
     auto r = post_json(c, "/v1/completions", {{"prompt", "c"}, {"max_tokens", 2}});
     check_error(r, 503, "queue_full");
     CHECK(r->get_header_value("Retry-After") == "2");
     CHECK(server.state.metrics.requests(RequestOutcome::RejectedFull) == 1);
+    server.engine.options().hold->open();
     busy.join();
     queued.join();
+    CHECK(server.state.metrics.requests(RequestOutcome::Ok) == 2);
     check_still_serving(c);
 }
 
-TEST_CASE("a client that disconnects mid-stream cancels its job within a token or two") {
+TEST_CASE("a client that disconnects mid-stream cancels its job at the token it was on") {
     FakeEngineOptions o;
-    o.token_delay = std::chrono::milliseconds(30);
+    o.hold = std::make_shared<Gate>();  // never opened: only a cancel lets the job go on
+    o.hold_at_token = 1;                // after two streamed tokens
     TestServer server(test_config(), o);
+    uint64_t evaluated_when_held = 0;
     {
         RawClient raw(server.port);
         REQUIRE(raw.ok());
         raw.send_post("/v1/completions", json({{"prompt", "x"}, {"max_tokens", 200}, {"stream", true}}).dump());
         std::string got = raw.read_until("data: ");
         REQUIRE(got.find("200 OK") != std::string::npos);
+        REQUIRE(server.engine.options().held->wait());
+        evaluated_when_held = server.engine.evaluated();
     }  // hang up
-    auto start = std::chrono::steady_clock::now();
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }));
-    REQUIRE(TestServer::eventually([&] { return !server.worker->busy(); }));
-    // 200 tokens would take 6 s; cancellation came long before.
-    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
-    auto evaluated = server.engine.evaluated();
-    CHECK(evaluated < 150);
+    REQUIRE(eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }));
+    REQUIRE(eventually([&] { return !server.worker->busy(); }));
+    // Not one more token was evaluated after the client left.
+    CHECK(server.engine.evaluated() == evaluated_when_held);
     auto c = server.client();
     check_still_serving(c);
     auto m = c.Get("/metrics");
@@ -226,34 +230,43 @@ TEST_CASE("a client that disconnects mid-stream cancels its job within a token o
 
 TEST_CASE("a client that disconnects during a long prefill cancels it (non-streamed request)") {
     FakeEngineOptions o;
-    o.prefill_delay = std::chrono::milliseconds(40);  // ~8 s for a 200-token prompt
+    o.hold = std::make_shared<Gate>();  // never opened: the prefill stops at position 50
+    o.hold_at_prompt_token = 50;
     TestServer server(test_config(), o);
     {
         RawClient raw(server.port);
         raw.send_post("/v1/completions", json({{"prompt", std::string(200, 'p')}, {"max_tokens", 4}}).dump());
-        REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        REQUIRE(server.engine.options().held->wait());
     }
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }, 3000));
-    CHECK(server.engine.evaluated() < 150);  // stopped part-way through the prompt
+    REQUIRE(eventually([&] { return server.state.metrics.requests(RequestOutcome::Cancelled) == 1; }));
+    CHECK(server.engine.evaluated() == 50);  // stopped part-way through the prompt, where it was
 }
 
 TEST_CASE("a queued job whose client left is dropped before it starts") {
     FakeEngineOptions o;
-    o.token_delay = std::chrono::milliseconds(20);
+    o.hold = std::make_shared<Gate>();
+    o.hold_at_token = 0;
     TestServer server(test_config(), o);
     std::thread busy([&] {
         auto c = server.client();
         post_json(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 30}});
     });
-    REQUIRE(TestServer::eventually([&] { return server.worker->busy(); }));
+    REQUIRE(server.engine.options().held->wait());
     {
         RawClient raw(server.port);
         raw.send_post("/v1/completions", json({{"prompt", "queued"}, {"max_tokens", 50}}).dump());
-        REQUIRE(TestServer::eventually([&] { return server.state.queue.size() == 1; }));
+        REQUIRE(eventually([&] { return server.state.queue.size() == 1; }));
     }
+    // The queued client has hung up. Take its job out of the queue (the worker is held, so it
+    // is not looking), wait until its handler noticed and cancelled it, and put it back: only
+    // then may the running job finish and the worker reach it.
+    std::shared_ptr<Job> queued = server.state.queue.pop(std::chrono::milliseconds(0));
+    REQUIRE(queued);
+    REQUIRE(eventually([&] { return queued->cancel.load(); }));
+    REQUIRE(server.state.queue.push(queued) == JobQueue::PushResult::Ok);
+    server.engine.options().hold->open();
     busy.join();
-    REQUIRE(TestServer::eventually([&] { return server.state.metrics.requests(RequestOutcome::Dropped) == 1; }));
+    REQUIRE(eventually([&] { return server.state.metrics.requests(RequestOutcome::Dropped) == 1; }));
     CHECK(server.state.metrics.requests(RequestOutcome::Ok) == 1);
 }
 

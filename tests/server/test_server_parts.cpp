@@ -3,6 +3,8 @@
 // without HTTP (events, cancellation, reuse).
 #include <doctest/doctest.h>
 
+#include "common/scratch.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,12 +77,11 @@ DaemonConfig parse(std::vector<std::string> args) {
     return parse_daemon_config(int(argv.size()), argv.data(), &help);
 }
 
-std::string write_file(const std::string& name, const std::string& text) {
-    std::string dir = std::getenv("K3_TEST_TMP") ? std::getenv("K3_TEST_TMP") : "/tmp";
-    std::filesystem::create_directories(dir);
-    std::string path = dir + "/" + name;
-    std::ofstream(path) << text;
-    return path;
+// Writes `text` to a file `name` in this process's scratch directory; returns its path.
+std::string scratch_file(const std::string& name, const std::string& text) {
+    const auto path = k3::test::process_scratch_root() / name;
+    k3::test::write_file(path, text);
+    return path.string();
 }
 
 }  // namespace
@@ -94,7 +95,7 @@ TEST_CASE("config precedence: defaults < config file < environment < command lin
     CHECK(d.model_alias == "m");
     CHECK(d.threads >= 1);
 
-    std::string file = write_file("k3serve_test.json",
+    std::string file = scratch_file("k3serve_test.json",
                                   R"({"_comment": "x", "port": 9000, "queue_depth": 3, "api_key": ["a", "b"],
                                       "cors_origin": "http://x.example", "deadline_s": 12.5, "model": "/models/from-file"})");
     DaemonConfig f = parse({"serve", "--config", file});
@@ -132,11 +133,11 @@ TEST_CASE("config refusals name the flag or key") {
     refuses({"serve", "m", "--log-format", "xml"}, "log_format", ErrorKind::Usage);
     refuses({"serve"}, "MODEL_DIR", ErrorKind::Usage);
     refuses({"serve", "m", "--config", "/nonexistent/k3.json"}, "/nonexistent/k3.json", ErrorKind::Config);
-    std::string bad_key = write_file("k3serve_bad_key.json", R"({"prot": 80})");
+    std::string bad_key = scratch_file("k3serve_bad_key.json", R"({"prot": 80})");
     refuses({"serve", "m", "--config", bad_key}, "unknown key 'prot'", ErrorKind::Config);
-    std::string bad_json = write_file("k3serve_bad_json.json", R"({"port": )");
+    std::string bad_json = scratch_file("k3serve_bad_json.json", R"({"port": )");
     refuses({"serve", "m", "--config", bad_json}, "not valid JSON", ErrorKind::Config);
-    std::string bad_value = write_file("k3serve_bad_value.json", R"({"port": "eighty"})");
+    std::string bad_value = scratch_file("k3serve_bad_value.json", R"({"port": "eighty"})");
     refuses({"serve", "m", "--config", bad_value}, "port", ErrorKind::Config);
 }
 

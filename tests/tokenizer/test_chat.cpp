@@ -3,6 +3,8 @@
 // parser separates reasoning from the response and finds the end of the turn.
 #include <doctest/doctest.h>
 
+#include "common/scratch.h"
+
 #include "k3/chat.h"
 #include "synthetic/vocab.h"
 #include "tokenizer/utf8.h"
@@ -226,9 +228,7 @@ TEST_CASE("output parser deltas are complete UTF-8 even when tokens split charac
 }
 
 TEST_CASE("the make-model tokenizer files load and carry the chat control tokens") {
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    auto dir = std::filesystem::path(tmp ? tmp : "/tmp") / "tokenizer" / "synthetic-vocab";
-    std::filesystem::create_directories(dir);
+    auto dir = k3::test::scratch_dir("synthetic-vocab");
     auto vocab = build_synthetic_vocab(4096);
     write_tokenizer_files(vocab, dir);
     auto t = Tokenizer::load(dir);

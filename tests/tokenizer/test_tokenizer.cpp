@@ -2,6 +2,9 @@
 // invalid UTF-8, the streaming decoder, unknown ids, and the tokenize/detokenize subcommands.
 #include <doctest/doctest.h>
 
+#include "common/scratch.h"
+#include "common/skip.h"
+
 #include <cstdio>
 #include <random>
 #include <set>
@@ -16,17 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    fs::path dir = fs::path(tmp ? tmp : "/tmp") / "tokenizer" / name;
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-}
 
 std::string base64(std::string_view bytes) {
     static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -49,17 +41,16 @@ std::string base64(std::string_view bytes) {
 // A model-style tokenizer directory holding the o200k_base ranks and Kimi's named specials
 // at the same offsets as in K3, the way make-model and the real checkpoint lay them out.
 fs::path o200k_model_dir() {
-    fs::path dir = scratch("o200k-model");
-    if (fs::exists(dir / "tokenizer_config.json")) return dir;
+    fs::path dir = k3::test::scratch_dir("o200k-model");
     auto ranks = parse_tiktoken_bpe_ranks(npm_encoder("o200k_base")["bpe_ranks"].get<std::string>());
     std::string model;
     for (size_t r = 0; r < ranks.size(); ++r) model += base64(ranks[r]) + " " + std::to_string(r) + "\n";
-    write_file(dir / "tiktoken.model", model);
+    k3::test::write_file(dir / "tiktoken.model", model);
     auto specials = nlohmann::json::parse(read_text(tokenizer_fixtures() / "kimi_o200k_specials.json"));
     nlohmann::json decoder = nlohmann::json::object();
     for (const auto& [content, id] : specials["specials"].items())
         decoder[std::to_string(id.get<int>())] = {{"content", content}, {"special", true}};
-    write_file(dir / "tokenizer_config.json", nlohmann::json{{"added_tokens_decoder", decoder}}.dump(1));
+    k3::test::write_file(dir / "tokenizer_config.json", nlohmann::json{{"added_tokens_decoder", decoder}}.dump(1));
     return dir;
 }
 
@@ -117,45 +108,45 @@ TEST_CASE("a model directory loads into the same tokenizer as the parts") {
 }
 
 TEST_CASE("malformed tokenizer files are refused with the file, line and problem") {
-    fs::path dir = scratch("bad");
+    fs::path dir = k3::test::scratch_dir("bad");
     std::string bytes_ok;
     for (int b = 0; b < 256; ++b) bytes_ok += base64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
     const std::string config_ok = R"({"added_tokens_decoder": {"300": {"content": "[BOS]"}}})";
 
-    write_file(dir / "tokenizer_config.json", config_ok);
+    k3::test::write_file(dir / "tokenizer_config.json", config_ok);
     fs::remove(dir / "tiktoken.model");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("cannot open") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok + "!!notbase64 256\n");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "!!notbase64 256\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("tiktoken.model:257: malformed base64") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok + "YWI= x1\n");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= x1\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("tiktoken.model:257: malformed rank") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok + "YWI= 300\n");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= 300\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("rank 256 is missing") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok + "YWI= 5\n");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= 5\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("rank 5 given twice") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok.substr(0, bytes_ok.find("\n") + 1) + "YWI= 1\n");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok.substr(0, bytes_ok.find("\n") + 1) + "YWI= 1\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("no rank for the single byte 1") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok + "YQ== 256\n");  // "a" again
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YQ== 256\n");  // "a" again
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("repeats the bytes") != std::string::npos);
 
-    write_file(dir / "tiktoken.model", bytes_ok);
-    write_file(dir / "tokenizer_config.json", R"({"added_tokens_decoder": {"12": {"content": "[BOS]"}}})");
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok);
+    k3::test::write_file(dir / "tokenizer_config.json", R"({"added_tokens_decoder": {"12": {"content": "[BOS]"}}})");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("collides with a rank") != std::string::npos);
-    write_file(dir / "tokenizer_config.json", R"({"added_tokens_decoder": {"256": {"id": 3}}})");
+    k3::test::write_file(dir / "tokenizer_config.json", R"({"added_tokens_decoder": {"256": {"id": 3}}})");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("added_tokens_decoder[\"256\"]: needs a string 'content'") !=
           std::string::npos);
-    write_file(dir / "tokenizer_config.json", R"({"bos_token": "[BOS]"})");
+    k3::test::write_file(dir / "tokenizer_config.json", R"({"bos_token": "[BOS]"})");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("missing object field 'added_tokens_decoder'") != std::string::npos);
-    write_file(dir / "tokenizer_config.json", "{");
+    k3::test::write_file(dir / "tokenizer_config.json", "{");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("not valid JSON") != std::string::npos);
 
-    write_file(dir / "tokenizer_config.json", config_ok);
+    k3::test::write_file(dir / "tokenizer_config.json", config_ok);
     auto tok = Tokenizer::load(dir);  // the minimal valid vocabulary: 256 bytes + specials
     CHECK(tok->n_vocab() == 512);
     CHECK(tok->encode("[BOS]ab", true) == std::vector<int32_t>{300, 'a', 'b'});
@@ -242,9 +233,10 @@ TEST_CASE("k3serve tokenize and detokenize") {
     const char* bin = std::getenv("K3SERVE_BIN");
     REQUIRE(bin != nullptr);
     fs::path dir = o200k_model_dir();
-    fs::path input = scratch("cli") / "input.txt";
+    const fs::path cli_dir = k3::test::scratch_dir("cli");
+    fs::path input = cli_dir / "input.txt";
     const std::string text = "[BOS]Hello, 世界! It's 2026.\r\n\tdone <|open|>";
-    write_file(input, text);
+    k3::test::write_file(input, text);
     auto tok = Tokenizer::load(dir);
     std::string out;
 
@@ -255,8 +247,8 @@ TEST_CASE("k3serve tokenize and detokenize") {
     CHECK(ids == tok->encode(text, true));
     CHECK(ids.front() == 199998);
 
-    fs::path ids_file = scratch("cli") / "ids.json";
-    write_file(ids_file, out);
+    fs::path ids_file = cli_dir / "ids.json";
+    k3::test::write_file(ids_file, out);
     REQUIRE(run(std::string(bin) + " detokenize --tokenizer " + dir.string() + " < " + ids_file.string(), out) == 0);
     CHECK(out == text);
 
@@ -265,20 +257,17 @@ TEST_CASE("k3serve tokenize and detokenize") {
     CHECK(run(std::string(bin) + " detokenize --help", out) == 0);
     CHECK(run(std::string(bin) + " tokenize < /dev/null 2>/dev/null", out) == 2);
     CHECK(run(std::string(bin) + " tokenize --tokenizer /nonexistent < /dev/null 2>/dev/null", out) == 2);
-    write_file(ids_file, "[1, \"two\"]");
+    k3::test::write_file(ids_file, "[1, \"two\"]");
     CHECK(run(std::string(bin) + " detokenize --tokenizer " + dir.string() + " < " + ids_file.string() + " 2>&1", out) == 2);
     CHECK(out.find("element 1") != std::string::npos);
-    write_file(ids_file, "[1, 999999999]");
+    k3::test::write_file(ids_file, "[1, 999999999]");
     CHECK(run(std::string(bin) + " detokenize --tokenizer " + dir.string() + " < " + ids_file.string() + " 2>&1", out) == 2);
     CHECK(out.find("unknown token id 999999999") != std::string::npos);
 }
 
 TEST_CASE("the real Kimi K3 tokenizer reproduces the spec's examples (opt-in: K3_REAL_TOKENIZER_DIR)") {
     const char* dir = std::getenv("K3_REAL_TOKENIZER_DIR");
-    if (!dir) {
-        MESSAGE("skipped: set K3_REAL_TOKENIZER_DIR to a directory with K3's tiktoken.model and tokenizer_config.json");
-        return;
-    }
+    if (!dir || !*dir) K3_SKIP("set K3_REAL_TOKENIZER_DIR to a directory with K3's tiktoken.model and tokenizer_config.json");
     auto tok = Tokenizer::load(dir);
     CHECK(tok->n_vocab() == 163840);
     CHECK(tok->encode("The capital of France is", false) == std::vector<int32_t>{1008, 10484, 318, 15383, 387});
@@ -291,7 +280,6 @@ TEST_CASE("the real Kimi K3 tokenizer reproduces the spec's examples (opt-in: K3
     CHECK(tok->special_id("<|end_of_msg|>") == 163586);
     CHECK(tok->special_id("<|open|>") == 163587);
     CHECK(tok->special_id("[PAD]") == 163839);
-    // Spec 6.3's example split: 中文 | English | 混合.
     // Spec 6.3's example split 中文 | English | 混合: token boundaries at bytes 6 and 13.
     std::set<size_t> boundaries;
     size_t offset = 0;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/scratch.h"
+
 namespace k3::test {
 
 inline int dtype_bytes(const std::string& dt) {
@@ -51,15 +53,5 @@ public:
     std::string data;
     int64_t data_size = 0;
 };
-
-// A fresh empty directory under $K3_TEST_TMP (or the system temp dir).
-inline std::filesystem::path fresh_dir(const std::string& name) {
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    std::filesystem::path p = std::filesystem::path(tmp ? tmp : std::filesystem::temp_directory_path().string()) /
-                              ("unit-" + name);
-    std::filesystem::remove_all(p);
-    std::filesystem::create_directories(p);
-    return p;
-}
 
 }  // namespace k3::test

@@ -25,7 +25,7 @@ namespace {
 ModelConfig tiny_cfg() { return parse_config(tiny_config().dump(), "tiny"); }
 
 std::filesystem::path make_dir(const std::string& name, const std::function<void(std::vector<Entry>&)>& edit = {}) {
-    auto dir = k3::test::fresh_dir(name);
+    auto dir = k3::test::scratch_dir(name);
     auto entries = release_entries(tiny_cfg());
     if (edit) edit(entries);
     write_checkpoint(dir, entries);

@@ -2,6 +2,8 @@
 // determinism, and the realism of the random weights (MXFP4 groups, scales, router bias).
 #include <doctest/doctest.h>
 
+#include "common/scratch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -28,13 +30,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    fs::path dir = fs::path(tmp ? tmp : "/tmp") / "test_make_model" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir.parent_path());
-    return dir;
-}
 
 std::string read_file(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -233,7 +228,7 @@ TEST_CASE("config.json is the release's nested form") {
 }
 
 TEST_CASE("tiny: shards, headers and index read back as the tensor list") {
-    const fs::path dir = scratch("tiny_layout");
+    const fs::path dir = k3::test::scratch_path("tiny_layout");
     make("tiny", dir, 7);
     const ModelConfig& c = preset("tiny");
     for (const char* f : {"config.json", "model.safetensors.index.json", "tiktoken.model", "tokenizer_config.json",
@@ -326,7 +321,7 @@ TEST_CASE("tiny: shards, headers and index read back as the tensor list") {
 }
 
 TEST_CASE("tiny-wide writes three shards with whole layers and the model-level tensors last") {
-    const fs::path dir = scratch("wide_layout");
+    const fs::path dir = k3::test::scratch_path("wide_layout");
     make("tiny-wide", dir, 1);
     const auto shards = read_shards(dir);
     REQUIRE(shards.size() == 3);
@@ -370,7 +365,7 @@ TEST_CASE("shard plans split by whole layers and refuse impossible shard counts"
 }
 
 TEST_CASE("the same preset and seed give byte-identical files; another seed differs") {
-    const fs::path a = scratch("det_a"), b = scratch("det_b"), c = scratch("det_c");
+    const fs::path a = k3::test::scratch_path("det_a"), b = k3::test::scratch_path("det_b"), c = k3::test::scratch_path("det_c");
     make("tiny-wide", a, 42);
     make("tiny-wide", b, 42);
     make("tiny-wide", c, 43);
@@ -407,7 +402,7 @@ TEST_CASE("fill blocks are independent of the order they are computed in") {
 }
 
 TEST_CASE("MXFP4 experts look quantised from real weights") {
-    const fs::path dir = scratch("mxfp4");
+    const fs::path dir = k3::test::scratch_path("mxfp4");
     make("tiny", dir, 3);
     const ModelConfig& c = preset("tiny");
     const auto shards = read_shards(dir);
@@ -461,7 +456,7 @@ TEST_CASE("MXFP4 experts look quantised from real weights") {
 }
 
 TEST_CASE("trunk values: norm gains, A_log, router bias that reorders the top-k") {
-    const fs::path dir = scratch("trunk_values");
+    const fs::path dir = k3::test::scratch_path("trunk_values");
     make("tiny-wide", dir, 11);
     const ModelConfig& c = preset("tiny-wide");
     const auto shards = read_shards(dir);
@@ -558,7 +553,7 @@ TEST_CASE("trunk values: norm gains, A_log, router bias that reorders the top-k"
 }
 
 TEST_CASE("tokenizer files: byte ranks, unique merges, K3 specials at K3's relative ids") {
-    const fs::path dir = scratch("tokenizer");
+    const fs::path dir = k3::test::scratch_path("tokenizer");
     make("tiny-wide", dir, 0);
     const ModelConfig& c = preset("tiny-wide");
     const SyntheticVocab v = build_synthetic_vocab(c.vocab_size);
@@ -636,7 +631,7 @@ TEST_CASE("larger vocabularies learn real words from the corpus and stay determi
 
 TEST_CASE("make-model command line: help, usage errors, refusing to overwrite") {
     CHECK(run_k3serve("make-model --help") == 0);
-    const fs::path dir = scratch("cli");
+    const fs::path dir = k3::test::scratch_path("cli");
     CHECK(run_k3serve("make-model " + dir.string()) == 2);                                // no --preset
     CHECK(run_k3serve("make-model " + dir.string() + " --preset nope") == 2);             // unknown preset
     CHECK(run_k3serve("make-model " + dir.string() + " --preset tiny --shards 0") == 2);  // bad shard count

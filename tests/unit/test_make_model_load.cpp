@@ -3,6 +3,8 @@
 // verify passes on each, and fails with exit 2 on a truncated shard or a corrupted header.
 #include <doctest/doctest.h>
 
+#include "common/scratch.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,13 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-    const char* tmp = std::getenv("K3_TEST_TMP");
-    fs::path dir = fs::path(tmp ? tmp : "/tmp") / "test_make_model_load" / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir.parent_path());
-    return dir;
-}
 
 int run_k3serve(const std::string& args) {
     const char* bin = std::getenv("K3SERVE_BIN");
@@ -36,7 +31,7 @@ int run_k3serve(const std::string& args) {
 fs::path make(const std::string& preset_name, const std::string& dir_name) {
     const ModelPreset* p = find_preset(preset_name);
     REQUIRE(p);
-    const fs::path dir = scratch(dir_name);
+    const fs::path dir = k3::test::scratch_path(dir_name);
     write_synthetic_model(p->config, dir, 5, p->default_shards, false);
     return dir;
 }

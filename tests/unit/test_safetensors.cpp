@@ -173,7 +173,7 @@ namespace {
 
 // Two shards: a.safetensors {a1, a2}, b.safetensors {b1}, plus a matching index.
 std::filesystem::path two_shard_dir(const std::string& name, bool with_index = true) {
-    auto dir = k3::test::fresh_dir(name);
+    auto dir = k3::test::scratch_dir(name);
     ShardBuilder a, b;
     a.add("a1", "BF16", {2, 2}).add("a2", "F32", {3});
     b.add("b1", "U8", {5});
@@ -218,7 +218,7 @@ TEST_CASE("a directory of shards opens, with and without the index") {
 }
 
 TEST_CASE("refused: no shards at all") {
-    auto dir = k3::test::fresh_dir("dir-empty");
+    auto dir = k3::test::scratch_dir("dir-empty");
     expect_refusal([&] { TensorDirectory::open(dir); }, {"no *.safetensors"});
 }
 
@@ -404,7 +404,7 @@ TEST_CASE("fuzz: mutated shards on disk through TensorDirectory::open") {
     ShardBuilder base;
     base.add("a", "BF16", {8, 8}).add("b", "U8", {16});
     const std::string valid = base.bytes();
-    auto dir = k3::test::fresh_dir("fuzz-dir");
+    auto dir = k3::test::scratch_dir("fuzz-dir");
     for (int iter = 0; iter < 500; ++iter) {
         std::string file = valid;
         auto pick = std::uniform_int_distribution<size_t>(0, file.size() - 1);

@@ -7,7 +7,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "unit/process_runner.h"
+#include "common/process.h"
+#include "common/scratch.h"
 #include "unit/tiny_checkpoint.h"
 
 using namespace k3;
@@ -29,7 +30,7 @@ void check_contains(const ProcessResult& r, std::initializer_list<std::string> n
 ProcessResult verify(const std::filesystem::path& dir) { return run_command(k3serve_bin() + " verify " + quoted(dir)); }
 
 std::filesystem::path hand_built(const std::string& name) {
-    auto dir = fresh_dir(name);
+    auto dir = scratch_dir(name);
     auto cfg = parse_config(tiny_config().dump(), "tiny");
     auto entries = release_entries(cfg);
     entries.push_back({"vision_tower.patch_embed.weight", "BF16", {4, 4}, 1});
@@ -85,7 +86,7 @@ TEST_CASE("verify refuses a hand-built checkpoint with a truncated shard, flippe
         check_contains(r, {"model-00001-of-00002.safetensors: tensor language_model.model.layers.", "\"G32\""});
     }
     SUBCASE("deleted tensor") {
-        auto dir = fresh_dir("verify-deleted");
+        auto dir = scratch_dir("verify-deleted");
         auto entries = release_entries(parse_config(tiny_config().dump(), "tiny"));
         entries.erase(entries.begin() + 40);
         write_checkpoint(dir, entries);
@@ -129,7 +130,7 @@ namespace {
 
 // A fresh make-model checkpoint of `preset` under $K3_TEST_TMP.
 std::filesystem::path made(const std::string& preset, const std::string& name) {
-    auto dir = fresh_dir(name);
+    auto dir = scratch_dir(name);
     std::filesystem::remove_all(dir);  // make-model creates it
     auto r = run_command(k3serve_bin() + " make-model " + quoted(dir) + " --preset " + preset);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
@@ -180,7 +181,7 @@ TEST_CASE("verify refuses make-model checkpoints that were damaged") {
         const auto pristine = made(preset, "mm-pristine-" + preset);
         const std::string shard = first_shard(pristine);
         auto copy = [&](const std::string& what) {
-            auto dir = fresh_dir(std::string("mm-") + what + "-" + preset);
+            auto dir = scratch_dir(std::string("mm-") + what + "-" + preset);
             std::filesystem::remove_all(dir);
             std::filesystem::copy(pristine, dir);
             return dir;

@@ -1,0 +1,110 @@
+#include "common/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <stdexcept>
+
+#include "common/scratch.h"
+#include "common/wait.h"
+
+namespace k3::test {
+
+DaemonProcess::DaemonProcess(std::vector<std::string> args, bool wait_ready) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    std::vector<std::string> argv_s = {env_or_throw("K3SERVE_BIN"), "serve"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+        dup2(out[1], STDERR_FILENO);
+        dup2(out[1], STDOUT_FILENO);
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    close(out[1]);
+    fd_ = out[0];
+    reader_ = std::thread([this] {
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fd_, buf, sizeof buf)) > 0) {
+            std::lock_guard lock(mutex_);
+            log_.append(buf, size_t(n));
+        }
+    });
+    const std::regex listening(R"(listening on http://[0-9.]+:([0-9]+))");
+    eventually(
+        [&] {
+            std::lock_guard lock(mutex_);
+            std::smatch m;
+            if (std::regex_search(log_, m, listening)) port_ = std::stoi(m[1]);
+            return port_ != 0 || exited();
+        },
+        std::chrono::seconds(60));
+    if (!wait_ready) return;  // the caller looks at the exit status and the log
+    if (port_ == 0) fail("daemon did not start");
+    const bool ready = eventually(
+        [&] {
+            auto r = client().Get("/health");
+            return (r && r->status == 200) || exited();
+        },
+        std::chrono::seconds(60));
+    if (!ready || exited()) fail("daemon did not become ready");
+}
+
+DaemonProcess::~DaemonProcess() { stop_and_join(); }
+
+void DaemonProcess::fail(const std::string& what) {
+    stop_and_join();
+    throw std::runtime_error(what + ":\n" + log());
+}
+
+void DaemonProcess::stop_and_join() {
+    if (status_ < 0 && pid_ > 0) {
+        kill(pid_, SIGKILL);
+        wait_exit();
+    }
+    if (reader_.joinable()) reader_.join();
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+}
+
+httplib::Client DaemonProcess::client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(120, 0);
+    return c;
+}
+
+void DaemonProcess::signal(int sig) { kill(pid_, sig); }
+
+int DaemonProcess::wait_exit() {
+    if (status_ >= 0) return status_;
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return status_;
+}
+
+bool DaemonProcess::exited() {
+    if (status_ >= 0) return true;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return true;
+    }
+    return false;
+}
+
+std::string DaemonProcess::log() const {
+    std::lock_guard lock(mutex_);
+    return log_;
+}
+
+}  // namespace k3::test
