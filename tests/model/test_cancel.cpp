@@ -1,16 +1,20 @@
-// Cancellation in the middle of a forward pass: a store that raises the cancel flag while it
-// hands out layer k's weights (as a client hanging up mid-prompt would, at that moment). The
-// pass must stop at the next layer boundary with Cancelled, produce no logits and not advance
-// n_past; the recurrent state it did advance must be restored by the caller, and once it is,
-// the next evaluation gives the bits of a run that was never cancelled.
+// Cancellation in the middle of a forward pass, at layer k (as a client hanging up mid-prompt
+// would, at that moment). Under forward(): a store raises the flag while it hands out layer k's
+// weights; the pass must stop at the next layer boundary with Cancelled, produce no logits and
+// not advance n_past, and once the caller restores the recurrent state the next evaluation gives
+// the bits of a run that was never cancelled. Through a Session: a trace raises the flag at
+// layer k's attention output; the session must roll back to its snapshot, and the next sync
+// must reuse it and give a cold run's bits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
+#include "api/engine_impl.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 #include "model/state.h"
+#include "model/trace.h"
 #include "store/weight_store.h"
 
 using namespace k3;
@@ -95,5 +99,60 @@ TEST_CASE("forward: a cancel raised during layer k stops the pass at the next la
         store.cancel_at = -1;
         REQUIRE(forward(m, st, second, logits.data(), false, &cancel).ok());
         CHECK(same_bits(logits, want));
+    }
+}
+
+namespace {
+
+// A trace (model/trace.h) that raises `cancel` when layer `layer`'s attention output is recorded,
+// the `nth` time it is (0 = the first evaluation that reaches it).
+class CancelAtStep final : public Trace {
+public:
+    CancelAtStep(CancelFlag& cancel, int layer, int nth) : cancel_(cancel), layer_(layer), nth_(nth) {}
+    void record(const char* step, int layer, const float*, int, int64_t) override {
+        if (layer == layer_ && std::string(step) == "attn_out" && seen_++ == nth_) cancel_.store(true);
+    }
+
+private:
+    CancelFlag& cancel_;
+    int layer_, nth_, seen_ = 0;
+};
+
+std::vector<float> cold_logits(Engine& e, const std::vector<int32_t>& ids) {
+    auto s = e.new_session(int(ids.size()) + 8);
+    CancelFlag cancel{false};
+    REQUIRE(s->sync(ids, cancel).ok());
+    return {s->logits().begin(), s->logits().end()};
+}
+
+}  // namespace
+
+TEST_CASE("session: a cancel in the middle of a forward pass rolls back, and the next sync is exact") {
+    auto e = load_engine(cached_model("tiny", kSeed), 2);
+    Model& model = static_cast<EngineImpl&>(*e).model();
+    const ModelConfig& c = static_cast<EngineImpl&>(*e).config();
+    const int V = e->info().n_vocab;
+    const auto A = test_prompt(10, V, 7), B = test_prompt(6, V, 8);
+    std::vector<int32_t> AB = A;
+    AB.insert(AB.end(), B.begin(), B.end());
+    const auto want = cold_logits(*e, AB);
+
+    for (int k : {1, c.num_hidden_layers / 2, c.num_hidden_layers - 2}) {
+        CAPTURE(k);
+        auto s = e->new_session(64);
+        CancelFlag cancel{false};
+        REQUIRE(s->sync(A, cancel).ok());  // the session now holds A and a snapshot at its end
+        CancelAtStep trip(cancel, k, 0);
+        model.trace = &trip;
+        const Status st = s->sync(AB, cancel);
+        model.trace = nullptr;
+        CHECK(st.code == StatusCode::Cancelled);
+        // Rolled back to the snapshot at the end of A: tokens and state agree again.
+        CHECK(std::vector<int32_t>(s->tokens().begin(), s->tokens().end()) == A);
+        cancel.store(false);
+        int reused = -1;
+        REQUIRE(s->sync(AB, cancel, &reused).ok());
+        CHECK(reused == int(A.size()));
+        CHECK(same_bits(s->logits(), want));
     }
 }
