@@ -34,7 +34,11 @@ struct Expect {
 };
 
 ChatMessage msg(std::string role, std::string content, std::string reasoning = "") {
-    return ChatMessage{std::move(role), std::move(content), std::move(reasoning)};
+    ChatMessage m;
+    m.role = std::move(role);
+    m.content = std::move(content);
+    m.reasoning_content = std::move(reasoning);
+    return m;
 }
 
 const std::string kEffortMax =

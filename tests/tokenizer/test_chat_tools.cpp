@@ -42,17 +42,19 @@ struct Expect {
 const std::string kTools =
     R"([{"function":{"description":"Weather for a city","name":"get_weather","parameters":{"properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"],"type":"object"}},"type":"function"}])";
 
-ChatMessage user(std::string text) {
+ChatMessage message(std::string role, std::string text) {
     ChatMessage m;
-    m.role = "user";
+    m.role = std::move(role);
     m.content = std::move(text);
     return m;
 }
 
+ChatMessage user(std::string text) { return message("user", std::move(text)); }
+
 }  // namespace
 
 TEST_CASE("tools: declaration first, tool choice after the last user turn, exact ids") {
-    std::vector<ChatMessage> msgs = {ChatMessage{"system", "Be brief."}, user("Weather in Paris?")};
+    std::vector<ChatMessage> msgs = {message("system", "Be brief."), user("Weather in Paris?")};
     ChatOptions opt;
     opt.tools_json = kTools;
     opt.tool_choice = ToolChoice::Required;
