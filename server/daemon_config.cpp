@@ -103,6 +103,8 @@ const std::vector<Setting>& settings() {
         int_setting("threads", &DaemonConfig::threads, 0, 4096),
         int_setting("http_threads", &DaemonConfig::http_threads, 1, 1024),
         int_setting("queue_depth", &DaemonConfig::queue_depth, 1, 100000),
+        int_setting("parallel", &DaemonConfig::parallel, 1, 64),
+        int_setting("draft_max", &DaemonConfig::draft_max, 0, 32),
         double_setting("deadline_s", &DaemonConfig::deadline_s, 0, 1e7),
         double_setting("drain_timeout_s", &DaemonConfig::drain_timeout_s, 0, 1e5),
         double_setting("sse_ping_s", &DaemonConfig::sse_ping_s, 0.05, 3600),
@@ -147,6 +149,9 @@ const std::vector<Setting>& settings() {
         {"preset", [](DaemonConfig& c, const std::string& s) { c.memory.preset = s; }, {}},
         {"trunk_gb", [](DaemonConfig& c, const std::string& s) { c.memory.trunk_gb = parse_double("trunk_gb", s, -1, 1e6); }, {}},
         {"cache_gb", [](DaemonConfig& c, const std::string& s) { c.memory.cache_gb = parse_double("cache_gb", s, -1, 1e6); }, {}},
+        {"prompt_cache_gb",
+         [](DaemonConfig& c, const std::string& s) { c.memory.prompt_cache_gb = parse_double("prompt_cache_gb", s, -1, 1e6); },
+         {}},
         {"trunk", [](DaemonConfig& c, const std::string& s) { c.memory.trunk_dir = s; }, {}},
         string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
     };
@@ -182,6 +187,9 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --threads N               compute threads (default: physical cores)
   --http-threads N          HTTP connection threads (default 8)
   --queue-depth N           requests waiting for the engine at most; more get 503 (default 8)
+  --parallel N              requests run at once, batched into each engine step (default 4)
+  --draft-max N             speculative decoding: verify up to N prompt-lookup drafts per step,
+                            exact (the output never changes), 0 = off (default 8)
   --deadline-s S            per-request deadline in seconds, 0 = none (default 600)
   --drain-timeout-s S       on SIGTERM, let requests finish this long, then cancel (default 30)
   --sse-ping-s S            SSE keep-alive comment interval while waiting (default 5)
@@ -202,6 +210,8 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --preset NAME             memory preset: laptop, desktop, workstation, server, max, auto
   --trunk-gb GB             RAM for the dense trunk (overrides the preset)
   --cache-gb GB             RAM for the expert cache (overrides the preset)
+  --prompt-cache-gb GB      RAM for the prompt cache shared by all requests, 0 = off
+                            (default: from the preset, else 1)
   --trunk DIR               packed trunk (k3serve pack-trunk)
   --kernels NAME            force a kernel set: scalar, avx2, avx512
   --help                    this text
@@ -329,6 +339,8 @@ json DaemonConfig::to_json() const {
         {"threads", threads},
         {"http_threads", http_threads},
         {"queue_depth", queue_depth},
+        {"parallel", parallel},
+        {"draft_max", draft_max},
         {"deadline_s", deadline_s},
         {"drain_timeout_s", drain_timeout_s},
         {"sse_ping_s", sse_ping_s},
@@ -347,6 +359,7 @@ json DaemonConfig::to_json() const {
         {"preset", memory.preset},
         {"trunk_gb", memory.trunk_gb},
         {"cache_gb", memory.cache_gb},
+        {"prompt_cache_gb", memory.prompt_cache_gb},
         {"trunk", memory.trunk_dir},
         {"kernels", kernels},
     };

@@ -19,6 +19,8 @@ struct DaemonConfig {
     int threads = 0;                  // compute threads; 0 = physical cores
     int http_threads = 8;             // HTTP connection threads
     int queue_depth = 8;              // jobs waiting for the worker, at most
+    int parallel = 4;                 // jobs the worker runs at once (continuous batching)
+    int draft_max = 8;                // speculative drafts (prompt lookup) verified per step, 0 = off
     double deadline_s = 600;          // per-request deadline (queue + prefill + decode); 0 = none
     double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
     double sse_ping_s = 5;            // SSE comment ping interval while waiting for tokens

@@ -14,6 +14,7 @@
 #include "connection_probe.h"
 #include "openai.h"
 #include "openai_response.h"
+#include "slots_json.h"
 #include "sse.h"
 #include "status.h"
 #include "k3/error.h"
@@ -220,6 +221,7 @@ struct HttpServer::Impl {
         server.Get("/v1/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.Get("/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.Get("/props", wrap([this](const auto&, auto& res) { props(res); }));
+        server.Get("/slots", wrap([this](const auto&, auto& res) { send_json(res, 200, slots_json(state.board.view())); }));
         server.Post("/tokenize", wrap([this](const auto& req, auto& res) { tokenize(req, res); }));
         server.Post("/detokenize", wrap([this](const auto& req, auto& res) { detokenize(req, res); }));
         for (const char* path : {"/v1/completions", "/completions"})
@@ -279,7 +281,7 @@ struct HttpServer::Impl {
                   {"memory_plan", state.info.memory_plan},
                   {"n_ctx", state.limits.n_ctx},
                   {"max_prompt_tokens", state.limits.max_prompt_tokens},
-                  {"total_slots", 1},
+                  {"total_slots", config().parallel},
                   {"queue_capacity", state.queue.capacity()},
                   {"config", config().to_json()},
                   {"build", K3_VERSION},
@@ -412,6 +414,12 @@ struct HttpServer::Impl {
 
     // Non-streaming: collect everything, answer once. A client that leaves cancels the job.
     void respond_whole(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+        // counted like a stream, so a shutdown waits for this answer too
+        ++state.open_streams;
+        struct Closed {
+            std::atomic<int>& n;
+            ~Closed() { --n; }
+        } closed{state.open_streams};
         for (;;) {
             for (auto& e : ex->job->channel->pop_all(kPollInterval)) {
                 if (e.kind == JobEvent::Kind::Error) {
@@ -437,6 +445,9 @@ struct HttpServer::Impl {
     // Streaming: wait briefly for the first event so that an early error is a plain HTTP error;
     // after that (or after the first ping interval) commit to 200 + SSE.
     void stream(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+        // Counted from here (not from the commit), so a shutdown that cancels the job before its
+        // first event still waits for this handler to answer.
+        ++state.open_streams;
         auto commit_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(config().sse_ping_s));
         while (ex->pending.empty() && Clock::now() < commit_at) {
@@ -444,17 +455,18 @@ struct HttpServer::Impl {
             if (!ex->check_client()) {
                 ex->job->channel->close();
                 res.status = 499;
+                --state.open_streams;
                 return;
             }
         }
         if (!ex->pending.empty() && ex->pending.front().kind == JobEvent::Kind::Error) {
             ex->job->channel->close();
             send_error(res, api_error(ex->pending.front().failure));
+            --state.open_streams;
             return;
         }
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
-        ++state.open_streams;
         double ping_s = config().sse_ping_s;
         res.set_chunked_content_provider(
             "text/event-stream",

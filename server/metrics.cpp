@@ -148,14 +148,14 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "llamacpp:tokens_predicted_total", "counter", "Generated tokens.", double(generated_tokens_));
     write_metric(out, "llamacpp:tokens_predicted_seconds_total", "counter", "Time spent generating tokens.",
                  generated_seconds_);
-    write_metric(out, "llamacpp:requests_processing", "gauge", "Requests the engine worker is running (0 or 1).",
+    write_metric(out, "llamacpp:requests_processing", "gauge", "Requests the engine worker is running (up to --parallel).",
                  processing_);
     write_metric(out, "llamacpp:requests_deferred", "gauge", "Requests waiting in the queue.", double(queue_depth));
     write_metric(out, "k3serve:queue_depth", "gauge", "Requests waiting in the queue.", double(queue_depth));
     write_metric(out, "k3serve:queue_capacity", "gauge", "Queue capacity (--queue-depth).", double(queue_capacity));
     write_metric(out, "k3serve:ready", "gauge", "1 once the model is loaded and the daemon is serving.", ready ? 1 : 0);
     write_metric(out, "k3serve:prompt_tokens_cached_total", "counter",
-                 "Prompt tokens reused from the worker's session instead of recomputed.", double(cached_tokens_));
+                 "Prompt tokens reused (a slot's live state or the shared prompt cache) instead of recomputed.", double(cached_tokens_));
 
     out += "# HELP k3serve:requests_total Finished requests by outcome.\n# TYPE k3serve:requests_total counter\n";
     for (RequestOutcome outcome : kAllRequestOutcomes) {

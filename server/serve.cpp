@@ -193,11 +193,14 @@ int serve_main(int argc, char** argv) {
     spdlog::info("model: {} ({})", info.name, info.shape);
     spdlog::info("kernels: {}", info.kernels);
     spdlog::info("memory plan: {}", info.memory_plan);
-    spdlog::info("context: {} tokens (prompt at most {}), compute threads {}, queue depth {}", state.limits.n_ctx,
-                 state.limits.max_prompt_tokens, config.threads, config.queue_depth);
+    spdlog::info("context: {} tokens (prompt at most {}), compute threads {}, parallel {}, queue depth {}",
+                 state.limits.n_ctx, state.limits.max_prompt_tokens, config.threads, config.parallel, config.queue_depth);
 
     WorkerOptions worker_options;
     worker_options.n_ctx = state.limits.n_ctx;
+    worker_options.parallel = config.parallel;
+    worker_options.draft_max = config.draft_max;
+    worker_options.board = &state.board;
     worker_options.slow_client_timeout = std::chrono::milliseconds(long(config.slow_client_s * 1000));
     worker_options.heartbeat = notify_watchdog;
     worker_options.live = &state.live;

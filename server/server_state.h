@@ -14,6 +14,7 @@
 #include "k3/tokenizer.h"
 #include "metrics.h"
 #include "openai.h"
+#include "slot_board.h"
 
 namespace k3::server {
 
@@ -26,6 +27,7 @@ struct ServerState {
     Metrics metrics;
     LiveFigures live;                   // what the worker is doing now, for /v1/status
     JobQueue queue;
+    SlotBoard board;                    // what the worker runs now (GET /slots)
     std::atomic<Phase> phase{Phase::Loading};
     long long start_time = 0;           // unix seconds, for "created" in /v1/models
 

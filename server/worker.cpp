@@ -10,6 +10,7 @@
 #include "k3/chat.h"
 #include "k3/logit_adjust.h"
 #include "k3/sampler.h"
+#include "prompt_lookup.h"
 #include "stop_matcher.h"
 
 namespace k3::server {
@@ -17,6 +18,10 @@ namespace k3::server {
 namespace {
 
 constexpr auto kPopTimeout = std::chrono::milliseconds(500);
+// A prompt chunk evaluated in the same step as other jobs' decode tokens is at most this long,
+// so a long prompt does not stall the streams already running for a whole chunk.
+constexpr size_t kInterleavedPrefillTokens = 64;
+constexpr auto kBoardInterval = std::chrono::milliseconds(200);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -95,6 +100,32 @@ RequestOutcome outcome_of(FailureKind kind) {
 
 }  // namespace
 
+// One running job and everything it carries between steps.
+struct EngineWorker::Slot {
+    int index = 0;
+    std::unique_ptr<Session> session;   // kept across jobs (its live state is reused too)
+    std::shared_ptr<Job> job;           // null: idle
+    bool decoding = false;              // false: still evaluating the prompt
+    uint64_t order = 0;                 // admission order
+    Usage usage;                        // over all of the job's choices
+    int choice = 0;                     // which of the job's n choices is being generated
+    int generated = 0;                  // tokens of this choice
+    std::optional<LogitAdjuster> adjust;
+    std::optional<GrammarMatcher> grammar;   // constrained output (the job's own matcher)
+    std::vector<float> masked;               // the grammar-masked scores of one step
+    std::optional<Sampler> sampler;
+    std::optional<OutputDecoder> decoder;
+    std::optional<StopMatcher> stop;
+    FinishReason finish_reason = FinishReason::Length;
+    JobEvent last;                      // the last token's text, sent with Done
+    bool tool_calls_malformed = false;
+    Clock::time_point admitted_at, decode_start, last_token_at;
+    int32_t next_token = -1;            // sampled, evaluated by the next step; -1: logits are ready
+    std::vector<int32_t> step_tokens;   // what the current step evaluates: next_token, then drafts
+    size_t drafts = 0;                  // drafts among step_tokens
+    std::optional<DraftHorizon> horizon;
+};
+
 EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue& queue, Metrics& metrics,
                            WorkerOptions options)
     : engine_(engine), tokenizer_(tokenizer), queue_(queue), metrics_(metrics), options_(std::move(options)) {
@@ -105,6 +136,10 @@ EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue&
                                                       std::vector<int32_t>(end_ids_.begin(), end_ids_.end()));
     spdlog::info("grammar token table: {} tokens in {:.3f} s", token_table_->n_vocab(),
                  token_table_->build_seconds());
+    for (int i = 0; i < std::max(1, options_.parallel); ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        slots_.back()->index = i;
+    }
 }
 
 EngineWorker::~EngineWorker() {
@@ -123,40 +158,423 @@ void EngineWorker::join() {
 
 void EngineWorker::cancel_current(CancelReason reason) {
     std::lock_guard lock(current_mutex_);
-    if (current_) current_->request_cancel(reason);
+    for (auto& job : current_) job->request_cancel(reason);
 }
 
 void EngineWorker::run() {
     for (;;) {
-        if (options_.heartbeat) options_.heartbeat();
-        metrics_.set_engine_stats(engine_.stats());
-        std::shared_ptr<Job> job = queue_.pop(kPopTimeout);
-        if (!job) {
+        const auto now = Clock::now();
+        if (options_.heartbeat && now - last_heartbeat_ > std::chrono::seconds(1)) {
+            options_.heartbeat();
+            last_heartbeat_ = now;
+        }
+        // Fill idle slots; wait for work only when nothing runs.
+        for (auto& slot : slots_) {
+            if (slot->job) continue;
+            const bool idle = std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; });
+            std::shared_ptr<Job> job = queue_.pop(idle ? kPopTimeout : std::chrono::milliseconds(0));
+            if (!job) break;
+            admit(*slot, std::move(job));
+        }
+        if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; })) {
+            publish_board(false);
             if (queue_.closed() && queue_.size() == 0) break;
             continue;
         }
-        {
-            std::lock_guard lock(current_mutex_);
-            current_ = job;
+        // Jobs whose logits are ready take their next token; jobs still in their prompt may
+        // have been cancelled or run out of time.
+        for (auto& slot : slots_) {
+            if (!slot->job) continue;
+            try {
+                if (slot->decoding && slot->next_token < 0) {
+                    produce_token(*slot, slot->session->logits());
+                } else if (!slot->decoding) {
+                    Job& job = *slot->job;
+                    if (job.deadline && Clock::now() >= *job.deadline) job.request_cancel(CancelReason::Deadline);
+                    if (job.cancel.load()) {
+                        finish_cancelled(job, slot->usage);
+                        release(*slot);
+                    }
+                }
+            } catch (const std::exception& e) {
+                spdlog::error("job {}: {}", slot->job->id, e.what());
+                fail(*slot->job, FailureKind::Internal, e.what(), slot->usage);
+                release(*slot);
+            }
         }
-        busy_ = true;
-        metrics_.set_processing(1);
-        try {
-            run_job(*job);
-        } catch (const std::exception& e) {
-            // Tokenizer/chat parser throw on programmer-level surprises; never take the worker down.
-            spdlog::error("job {}: {}", job->id, e.what());
-            fail(*job, FailureKind::Internal, e.what(), {});
-        }
-        metrics_.set_processing(0);
-        metrics_.set_engine_stats(engine_.stats());
-        {
-            std::lock_guard lock(current_mutex_);
-            current_.reset();
-        }
-        busy_ = false;
-        ++jobs_finished_;
+        step();
+        publish_board(false);
     }
+    publish_board(true);
+}
+
+void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
+    slot.job = std::move(job_ptr);
+    {
+        std::lock_guard lock(current_mutex_);
+        current_.push_back(slot.job);
+    }
+    busy_ = true;
+    Job& job = *slot.job;
+    slot.usage = Usage{};
+    slot.usage.prompt_tokens = int(job.prompt.size());
+    slot.decoding = false;
+    slot.next_token = -1;
+    slot.order = ++admissions_;
+    slot.admitted_at = Clock::now();
+    slot.finish_reason = FinishReason::Length;
+    slot.last = JobEvent{};
+    slot.tool_calls_malformed = false;
+    if (job.cancel.load()) {
+        // Left while queued: never started (llama.cpp #13262).
+        if (job.cancel_reason.load() == CancelReason::ClientGone)
+            metrics_.count_request(RequestOutcome::Dropped);
+        else
+            finish_cancelled(job, slot.usage);
+        release(slot);
+        return;
+    }
+    if (job.deadline && Clock::now() >= *job.deadline) {
+        job.request_cancel(CancelReason::Deadline);
+        finish_cancelled(job, slot.usage);
+        release(slot);
+        return;
+    }
+    if (options_.live) options_.live->begin(job, engine_.stats());
+    try {
+        if (!slot.session) slot.session = engine_.new_session(options_.n_ctx);
+        // Resume from the longest prefix this slot's state or the shared prompt cache holds.
+        int reused = 0;
+        const Status st = slot.session->begin_prompt(job.prompt, &reused);
+        slot.usage.cached_tokens = reused;
+        if (!st.ok()) {
+            finish_failed(slot, st);
+            return;
+        }
+        const GenerationParams& p = job.params;
+        start_choice(slot, 0);
+        metrics_.set_processing(int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; })));
+        if (slot.session->prompt_pending() == 0) {
+            slot.decoding = true;
+            slot.decode_start = slot.last_token_at = Clock::now();
+            metrics_.add_prompt_tokens(slot.usage.prompt_tokens, reused, 0.0);
+            if (options_.live) options_.live->prefilled(job.id, reused, 0.0, engine_.stats());
+            if (p.max_tokens == 0) finish_ok(slot);
+        }
+    } catch (const std::exception& e) {
+        spdlog::error("job {}: {}", job.id, e.what());
+        fail(job, FailureKind::Internal, e.what(), slot.usage);
+        release(slot);
+    }
+}
+
+// Samples the slot's next token from its logits and streams its text. Returns true when the
+// job goes on (the token is evaluated by the next step), false when it finished.
+bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
+    Job& job = *slot.job;
+    const GenerationParams& p = job.params;
+    // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
+    std::span<const float> scores = slot.adjust->apply(logits);
+    if (slot.grammar) {
+        slot.masked.assign(scores.begin(), scores.end());
+        slot.grammar->mask_logits(slot.masked, p.max_tokens - slot.generated);
+        scores = slot.masked;
+    }
+    const int32_t id = slot.sampler->sample(scores);
+    if (slot.grammar && !slot.grammar->accept(id)) {
+        // Only possible if the tokenizer cannot spell what the grammar needs next.
+        spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, slot.generated);
+        fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", slot.usage);
+        release(slot);
+        return false;
+    }
+    slot.adjust->observe(id);
+    const auto now = Clock::now();
+    if (slot.usage.completion_tokens == 0)
+        metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
+    else
+        metrics_.observe_token_latency(std::chrono::duration<double>(now - slot.last_token_at).count());
+    slot.last_token_at = now;
+    slot.usage.completion_tokens++;
+    slot.generated++;
+    if (options_.live) {
+        // Live figures per token (the worker is the only thread that may ask the engine).
+        const EngineStats stats = engine_.stats();
+        metrics_.set_engine_stats(stats);
+        options_.live->token(job.id, stats);
+    }
+
+    JobEvent event;
+    event.choice = slot.choice;
+    if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
+    bool end = (!p.ignore_eos && end_ids_.count(id) > 0) ||
+               std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
+    if (!end) {
+        auto delta = slot.decoder->push(id);
+        if (!delta.reasoning.empty()) slot.usage.reasoning_tokens++;
+        take_tool_calls(job, delta, event, slot.tool_calls_malformed);
+        event.reasoning = std::move(delta.reasoning);
+        event.content = slot.stop->push(delta.content);
+        end = delta.end_of_turn || slot.stop->stopped();
+        // parallel_tool_calls false: one call, then the turn is over.
+        if (!p.parallel_tool_calls && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed) end = true;
+    }
+    if (slot.grammar && slot.grammar->finished()) end = true;  // the output is complete
+    if (end) slot.finish_reason = FinishReason::Stop;
+    // The context is full: the job ends with "length" (without failing the others' step).
+    const bool full = slot.session->tokens().size() + 1 > size_t(slot.session->n_ctx());
+    if (end || slot.generated >= p.max_tokens || full) {
+        // The last token's text travels with the Done event, so that finish_reason sits on
+        // the last content chunk (OpenAI streaming contract).
+        slot.last = std::move(event);
+        finish_ok(slot);
+        return false;
+    }
+    bool cancelled = false;
+    if (event.has_output()) cancelled = !emit(job, std::move(event));
+    if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
+    if (cancelled || job.cancel.load()) {
+        metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
+        finish_cancelled(job, slot.usage);
+        release(slot);
+        return false;
+    }
+    slot.next_token = id;
+    return true;
+}
+
+// One engine step: every decoding job's next token, plus one prompt chunk of the job that has
+// waited longest. Returns false when there was nothing to evaluate.
+bool EngineWorker::step() {
+    std::vector<Engine::StepItem> items;
+    std::vector<Slot*> members;
+    size_t budget = size_t(engine_.max_step_tokens());
+    for (auto& slot : slots_) {
+        if (!slot->job || !slot->decoding || slot->next_token < 0 || budget == 0) continue;
+        // the sampled token, then drafts found by prompt lookup (within the generation's and the
+        // context's room and the step's budget)
+        Session& session = *slot->session;
+        slot->step_tokens.assign(1, slot->next_token);
+        // (the last verified row yields one token more than the drafts it checks)
+        const size_t room = std::min({size_t(std::max(0, slot->job->params.max_tokens - slot->generated - 1)),
+                                      size_t(session.n_ctx()) - session.tokens().size() - 1, budget - 1});
+        // (no drafts under a grammar: its matcher follows the produced tokens only)
+        const size_t want = slot->grammar ? 0 : std::min(size_t(slot->horizon->next()), room);
+        if (want > 0) {
+            std::vector<int32_t> seq(session.tokens().begin(), session.tokens().end());
+            seq.push_back(slot->next_token);
+            const std::vector<int32_t> d = prompt_lookup_draft(seq, int(want));
+            slot->step_tokens.insert(slot->step_tokens.end(), d.begin(), d.end());
+        }
+        slot->drafts = slot->step_tokens.size() - 1;
+        items.push_back({&session, slot->step_tokens, slot->drafts > 0});
+        members.push_back(slot.get());
+        budget -= slot->step_tokens.size();
+    }
+    const size_t n_decode = items.size();
+    Slot* prefill = nullptr;
+    for (auto& slot : slots_)
+        if (slot->job && !slot->decoding && (!prefill || slot->order < prefill->order)) prefill = slot.get();
+    if (prefill && budget > 0) {
+        const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
+        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max)});
+        members.push_back(prefill);
+    }
+    if (items.empty()) return false;
+
+    const Status st = engine_.step(items);
+    ++steps_;
+    if (items.size() > 1) batched_tokens_ += n_decode;
+    if (!st.ok()) {
+        // A failed step (a weight read) leaves no member's state advanced: all of them fail.
+        spdlog::error("engine step of {} jobs failed: {}", members.size(), st.message);
+        for (Slot* slot : members) finish_failed(*slot, st);
+        return true;
+    }
+    for (Slot* slot : members) {
+        if (slot->decoding) {
+            if (slot->drafts > 0)
+                verify_drafts(*slot);
+            else
+                slot->next_token = -1;
+            continue;
+        }
+        slot->session->prompt_chunk_done();
+        if (slot->session->prompt_pending() > 0) continue;
+        slot->decoding = true;
+        slot->decode_start = slot->last_token_at = Clock::now();
+        if (slot->choice == 0) {
+            metrics_.add_prompt_tokens(slot->usage.prompt_tokens, slot->usage.cached_tokens,
+                                       seconds_since(slot->admitted_at));
+            if (options_.live)
+                options_.live->prefilled(slot->job->id, slot->usage.cached_tokens, seconds_since(slot->admitted_at),
+                                         engine_.stats());
+        }
+        if (slot->job->params.max_tokens == 0) finish_ok(*slot);
+    }
+    return true;
+}
+
+// After a step that evaluated [next_token, d1..dk] with every row's logits: produces tokens
+// from the rows in order, as plain decoding would from the same logits (same sampler, one draw
+// per token), while each produced token equals the draft the next row was computed for. The
+// first token that differs (or the one after the last draft) is the next token to evaluate;
+// the state is cut back to the tokens whose logits were used. So the output is exactly that of
+// plain decoding, greedy or sampled (a deterministic drafter: accepting a draft with
+// probability p(d) and resampling from the residual is sampling from p and comparing).
+void EngineWorker::verify_drafts(Slot& slot) {
+    Session& session = *slot.session;
+    const size_t rows = slot.step_tokens.size(), start = session.tokens().size() - rows;
+    const size_t drafts = slot.drafts;
+    size_t accepted = 0;
+    for (size_t i = 0; i < rows; ++i) {
+        if (!produce_token(slot, session.step_logits(i))) break;  // finished (slot released)
+        if (i < drafts && slot.next_token == slot.step_tokens[i + 1]) {
+            ++accepted;
+            continue;
+        }
+        const Status st = session.truncate(start + 1 + i);
+        if (!st.ok()) {
+            finish_failed(slot, st);
+            break;
+        }
+        break;
+    }
+    drafted_ += drafts;
+    accepted_ += accepted;
+    if (slot.job) slot.horizon->observe(int(drafts), int(accepted));
+}
+
+void EngineWorker::finish_ok(Slot& slot) {
+    Job& job = *slot.job;
+    metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
+    const bool last_choice = slot.choice + 1 >= std::max(1, job.params.n);
+    // What the decoder and the stop matcher still hold (unless a stop string ended the text)
+    // joins the last token's text in the Done event.
+    JobEvent done = std::move(slot.last);
+    if (!slot.stop->stopped()) {
+        auto rest = slot.decoder->flush();
+        take_tool_calls(job, rest, done, slot.tool_calls_malformed);
+        done.reasoning += rest.reasoning;
+        done.content += slot.stop->push(rest.content);
+        done.content += slot.stop->flush();
+    }
+    done.kind = JobEvent::Kind::Done;
+    done.choice = slot.choice;
+    done.last_choice = last_choice;
+    // A turn that ended after well-formed calls finished by calling tools.
+    if (slot.finish_reason == FinishReason::Stop && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed)
+        slot.finish_reason = FinishReason::ToolCalls;
+    done.finish_reason = slot.finish_reason;
+    done.usage = slot.usage;
+    if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
+    emit(job, std::move(done));
+    // A later request that continues this conversation resumes here.
+    slot.session->remember();
+    if (last_choice) {
+        release(slot);
+        return;
+    }
+    // n > 1: the next choice is a separate sequence from the same prompt, resumed from the
+    // prompt cache (the prompt is evaluated once).
+    int reused = 0;
+    const Status st = slot.session->begin_prompt(job.prompt, &reused);
+    if (!st.ok()) {
+        finish_failed(slot, st);
+        return;
+    }
+    start_choice(slot, slot.choice + 1);
+    if (slot.decoding && job.params.max_tokens == 0) finish_ok(slot);
+}
+
+// Per-choice state: sampler (seed + choice: distinct, reproducible draws), penalties, text
+// decoding, stop strings, draft horizon. The session is at (or evaluating) the prompt.
+void EngineWorker::start_choice(Slot& slot, int choice) {
+    const GenerationParams& p = slot.job->params;
+    slot.choice = choice;
+    slot.generated = 0;
+    SamplingParams sampling = p.sampling;
+    sampling.seed += uint64_t(choice);
+    slot.sampler.emplace(sampling);
+    slot.adjust.emplace(p.adjustments);
+    if (p.grammar)
+        slot.grammar.emplace(*p.grammar, token_table_);
+    else
+        slot.grammar.reset();
+    slot.decoder.emplace(tokenizer_, p);
+    slot.stop.emplace(p.stop);
+    slot.horizon.emplace(options_.draft_max);
+    slot.finish_reason = FinishReason::Length;
+    slot.last = JobEvent{};
+    slot.tool_calls_malformed = false;
+    slot.next_token = -1;
+    slot.decoding = slot.session->prompt_pending() == 0;
+    if (slot.decoding) slot.decode_start = slot.last_token_at = Clock::now();
+}
+
+void EngineWorker::finish_failed(Slot& slot, const Status& st) {
+    Job& job = *slot.job;
+    switch (st.code) {
+        case StatusCode::Cancelled: finish_cancelled(job, slot.usage); break;
+        case StatusCode::ContextFull: fail(job, FailureKind::ContextFull, st.message, slot.usage); break;
+        case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, slot.usage); break;
+        default:
+            spdlog::error("job {}: engine failed: {}", job.id, st.message);
+            fail(job, FailureKind::EngineFailed, st.message, slot.usage);
+    }
+    release(slot);
+}
+
+void EngineWorker::release(Slot& slot) {
+    // whichever way the job ended, the status page stops showing it as active
+    if (options_.live) options_.live->end(slot.job->id);
+    {
+        std::lock_guard lock(current_mutex_);
+        std::erase(current_, slot.job);
+    }
+    slot.job.reset();
+    slot.decoding = false;
+    slot.next_token = -1;
+    ++jobs_finished_;
+    const int active = int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }));
+    busy_ = active > 0;
+    metrics_.set_processing(active);
+    publish_board(true);
+}
+
+void EngineWorker::publish_board(bool force) {
+    const auto now = Clock::now();
+    if (!force && now - last_board_ < kBoardInterval) return;
+    last_board_ = now;
+    const EngineStats stats = engine_.stats();
+    metrics_.set_engine_stats(stats);
+    if (!options_.board) return;
+    SlotBoardView v;
+    for (const auto& slot : slots_) {
+        SlotView s;
+        s.slot = slot->index;
+        if (slot->job) {
+            s.job_id = slot->job->id;
+            s.phase = slot->decoding ? "decode" : "prefill";
+            s.prompt_tokens = slot->usage.prompt_tokens;
+            s.cached_tokens = slot->usage.cached_tokens;
+            s.prompt_evaluated = int(std::min(slot->session->tokens().size(), slot->job->prompt.size()));
+            s.generated_tokens = slot->usage.completion_tokens;
+            s.max_tokens = slot->job->params.max_tokens;
+            s.seconds = seconds_since(slot->admitted_at);
+        } else {
+            s.phase = "idle";
+        }
+        v.slots.push_back(s);
+    }
+    v.queued = int(queue_.size());
+    v.steps = steps_;
+    v.batched_tokens = batched_tokens_;
+    v.drafted = drafted_;
+    v.accepted = accepted_;
+    v.prompt_cache = engine_.prompt_cache_entries();
+    v.engine = stats;
+    options_.board->publish(std::move(v));
 }
 
 bool EngineWorker::emit(Job& job, JobEvent event) {
@@ -190,231 +608,6 @@ void EngineWorker::take_tool_calls(const Job& job, ChatOutputParser::Delta& delt
     event.tool_calls_malformed = true;
     metrics_.count_tool_call_parse_failure();
     spdlog::warn("job {}: malformed tool call, returned as content: {}", job.id, delta.malformed);
-}
-
-GrammarMatcher& EngineWorker::matcher_for(const Grammar& g) {
-    constexpr size_t kKeep = 4;                  // grammars kept (masks: n_vocab / 8 bytes per state)
-    constexpr size_t kMaxReusedStates = 1 << 14;  // a matcher that grew this large starts afresh
-    for (auto it = grammars_.begin(); it != grammars_.end(); ++it) {
-        if (!it->grammar().same_rules(g)) continue;
-        if (it->stats().automaton_states > kMaxReusedStates) {
-            grammars_.erase(it);
-            break;
-        }
-        grammars_.splice(grammars_.begin(), grammars_, it);
-        grammars_.front().reset();
-        return grammars_.front();
-    }
-    grammars_.emplace_front(g, token_table_);
-    if (grammars_.size() > kKeep) grammars_.pop_back();
-    return grammars_.front();
-}
-
-void EngineWorker::run_job(Job& job) {
-    Usage usage;
-    usage.prompt_tokens = int(job.prompt.size());
-    if (job.cancel.load()) {
-        // Left while queued: never started (llama.cpp #13262).
-        if (job.cancel_reason.load() == CancelReason::ClientGone) {
-            metrics_.count_request(RequestOutcome::Dropped);
-            return;
-        }
-        finish_cancelled(job, usage);
-        return;
-    }
-    if (job.deadline && Clock::now() >= *job.deadline) {
-        job.request_cancel(CancelReason::Deadline);
-        finish_cancelled(job, usage);
-        return;
-    }
-    if (!session_) session_ = engine_.new_session(options_.n_ctx);
-
-    // Prefill: reuse what the previous job left in the session, evaluate the rest.
-    auto prefill_start = Clock::now();
-    if (options_.live) options_.live->begin(job, engine_.stats());
-    // Whichever way the job ends, the status page stops showing it as active.
-    struct EndLive {
-        LiveFigures* live;
-        uint64_t job_id;
-        ~EndLive() { if (live) live->end(job_id); }
-    } end_live{options_.live, job.id};
-    int reused = 0;
-    Status st;
-    if (job.params.n > 1 && job.prompt.size() > 1) {
-        // n > 1: stop one token short first, so the session keeps a snapshot there; every later
-        // choice resumes from it and evaluates only the prompt's last token (a snapshot at the
-        // prompt's end is never used: its last token is always evaluated for its logits).
-        std::span<const int32_t> all_but_last(job.prompt.data(), job.prompt.size() - 1);
-        st = session_->sync(all_but_last, job.cancel, &reused);
-    }
-    if (st.ok()) {
-        int reused_whole = 0;
-        st = session_->sync(job.prompt, job.cancel, &reused_whole);
-        if (job.params.n <= 1 || job.prompt.size() <= 1) reused = reused_whole;
-    }
-    usage.cached_tokens = reused;
-    if (!st.ok()) {
-        switch (st.code) {
-            case StatusCode::Cancelled: finish_cancelled(job, usage); return;
-            case StatusCode::ContextFull: fail(job, FailureKind::ContextFull, st.message, usage); return;
-            case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, usage); return;
-            default:
-                spdlog::error("job {}: prefill failed: {}", job.id, st.message);
-                fail(job, FailureKind::EngineFailed, st.message, usage);
-                return;
-        }
-    }
-    metrics_.add_prompt_tokens(usage.prompt_tokens, reused, seconds_since(prefill_start));
-    if (options_.live) options_.live->prefilled(job.id, reused, seconds_since(prefill_start), engine_.stats());
-
-    // n > 1: the choices are separate sequences from the same prompt; each later one resumes
-    // from the snapshot sync kept at the end of the prompt, so the prompt is evaluated once.
-    const int n_choices = std::max(1, job.params.n);
-    for (int choice = 0; choice < n_choices; ++choice) {
-        if (choice > 0) {
-            st = session_->sync(job.prompt, job.cancel, nullptr);
-            if (st.code == StatusCode::Cancelled) return finish_cancelled(job, usage);
-            if (!st.ok()) {
-                spdlog::error("job {}: resuming the prompt for choice {} failed: {}", job.id, choice, st.message);
-                return fail(job, FailureKind::EngineFailed, st.message, usage);
-            }
-        }
-        if (!generate(job, choice, choice + 1 == n_choices, usage)) return;
-    }
-}
-
-// One choice: sample until the end of the turn, a stop, max_tokens or a full context, streaming
-// events tagged with the choice. False when the job ended (cancelled or failed) instead.
-bool EngineWorker::generate(Job& job, int choice, bool last_choice, Usage& usage) {
-    const GenerationParams& p = job.params;
-    SamplingParams sampling = p.sampling;
-    sampling.seed += uint64_t(choice);  // distinct draws per choice, reproducible for a seed
-    Sampler sampler(sampling);
-    LogitAdjuster adjust(p.adjustments);
-    OutputDecoder decoder(tokenizer_, p);
-    StopMatcher stop(p.stop);
-    FinishReason finish_reason = FinishReason::Length;
-    bool tool_calls_malformed = false;
-    auto decode_start = Clock::now();
-    auto last_token_at = Clock::now();
-    bool cancelled = false;
-    int generated = 0;
-    JobEvent last;
-
-    // Constrained output: the grammar masks each step's logits (allowed ones keep their values)
-    // after any penalties and biases and before the sampler.
-    GrammarMatcher* grammar = p.grammar ? &matcher_for(*p.grammar) : nullptr;
-    std::vector<float> masked;
-
-    for (int n = 0; n < p.max_tokens; ++n) {
-        std::span<const float> logits = session_->logits();
-        // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
-        std::span<const float> scores = adjust.apply(logits);
-        if (grammar) {
-            masked.assign(scores.begin(), scores.end());
-            grammar->mask_logits(masked, p.max_tokens - n);
-            scores = masked;
-        }
-        int32_t id = sampler.sample(scores);
-        if (grammar && !grammar->accept(id)) {
-            // Only possible if the tokenizer cannot spell what the grammar needs next.
-            spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, n);
-            fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", usage);
-            return false;
-        }
-        adjust.observe(id);
-        auto now = Clock::now();
-        if (n == 0 && choice == 0)
-            metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
-        else
-            metrics_.observe_token_latency(std::chrono::duration<double>(now - last_token_at).count());
-        last_token_at = now;
-        usage.completion_tokens++;
-        generated++;
-        if (options_.live) {
-            // Live figures per token (the worker is the only thread that may ask the engine).
-            EngineStats stats = engine_.stats();
-            metrics_.set_engine_stats(stats);
-            options_.live->token(job.id, stats);
-        }
-
-        JobEvent event;
-        event.choice = choice;
-        if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
-        bool end = (!p.ignore_eos && end_ids_.count(id) > 0) ||
-                   std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
-        if (!end) {
-            auto delta = decoder.push(id);
-            if (!delta.reasoning.empty()) usage.reasoning_tokens++;
-            take_tool_calls(job, delta, event, tool_calls_malformed);
-            event.reasoning = std::move(delta.reasoning);
-            event.content = stop.push(delta.content);
-            end = delta.end_of_turn || stop.stopped();
-            // parallel_tool_calls false: one call, then the turn is over.
-            if (!p.parallel_tool_calls && decoder.tool_calls() > 0 && !tool_calls_malformed) end = true;
-        }
-        if (grammar && grammar->finished()) end = true;  // the output is complete
-        if (end) finish_reason = FinishReason::Stop;
-        if (end || n + 1 == p.max_tokens) {
-            // The last token's text travels with the Done event, so that finish_reason sits on
-            // the last content chunk (OpenAI streaming contract).
-            last = std::move(event);
-            break;
-        }
-        if (event.has_output())
-            if (!emit(job, std::move(event))) {
-                cancelled = true;
-                break;
-            }
-
-        if (options_.heartbeat && now - last_heartbeat_ > std::chrono::seconds(1)) {
-            options_.heartbeat();
-            last_heartbeat_ = now;
-        }
-        if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
-        if (job.cancel.load()) {
-            cancelled = true;
-            break;
-        }
-        Status st = session_->append(id, job.cancel);
-        if (st.code == StatusCode::Cancelled) {
-            cancelled = true;
-            break;
-        }
-        if (st.code == StatusCode::ContextFull) break;  // finish_reason "length": the context is full
-        if (!st.ok()) {
-            metrics_.add_generated_tokens(generated, seconds_since(decode_start));
-            spdlog::error("job {}: decode failed: {}", job.id, st.message);
-            fail(job, FailureKind::EngineFailed, st.message, usage);
-            return false;
-        }
-    }
-    metrics_.add_generated_tokens(generated, seconds_since(decode_start));
-    if (cancelled) {
-        finish_cancelled(job, usage);
-        return false;
-    }
-    // What the decoder and the stop matcher still hold (unless a stop string ended the text)
-    // joins the last token's text in the Done event.
-    JobEvent done = std::move(last);
-    done.choice = choice;
-    done.last_choice = last_choice;
-    if (!stop.stopped()) {
-        auto rest = decoder.flush();
-        take_tool_calls(job, rest, done, tool_calls_malformed);
-        done.reasoning += rest.reasoning;
-        done.content += stop.push(rest.content);
-        done.content += stop.flush();
-    }
-    done.kind = JobEvent::Kind::Done;
-    // A turn that ended after well-formed calls finished by calling tools.
-    if (finish_reason == FinishReason::Stop && decoder.tool_calls() > 0 && !tool_calls_malformed)
-        finish_reason = FinishReason::ToolCalls;
-    done.finish_reason = finish_reason;
-    done.usage = usage;
-    if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
-    emit(job, std::move(done));
-    return true;
 }
 
 }  // namespace k3::server

@@ -1,9 +1,12 @@
-// EngineWorker: the one thread that owns the Engine and its Session (house style 3.6). It takes
-// jobs from the JobQueue one at a time, brings the session to the job's prompt with
-// Session::sync (which reuses the longest verified prefix left by the previous job), samples
-// token by token, turns tokens into text at UTF-8 boundaries (chat output through the chat
-// parser), applies stop strings and streams JobEvents into the job's channel. It checks the
-// job's cancel flag between tokens; the engine checks it between layers during prefill.
+// EngineWorker: the one thread that owns the Engine and its Sessions (house style 3.6). It runs
+// up to `parallel` jobs at once (continuous batching), one per slot, each slot with a Session of
+// its own; the engine's prompt cache is shared by all of them, so a job resumes from the longest
+// cached prefix of any earlier job. Each engine step evaluates the next token of every decoding
+// job together (one pass over the weights for all of them) plus, when a job is still reading
+// its prompt, one chunk of that prompt (the job that has waited longest first). Between steps
+// each job samples, turns tokens into text at UTF-8 boundaries (chat output through the chat
+// parser), applies stop strings and streams JobEvents into its channel, and its cancel flag is
+// checked: a job that leaves frees its slot without touching the others.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -22,11 +25,15 @@
 #include "k3/tokenizer.h"
 #include "live_figures.h"
 #include "metrics.h"
+#include "slot_board.h"
 
 namespace k3::server {
 
 struct WorkerOptions {
     int n_ctx = 0;                                           // session context (tokens)
+    int parallel = 1;                                        // jobs run at once (slots)
+    int draft_max = 0;                                       // speculative drafts per step at most (0: off)
+    SlotBoard* board = nullptr;                              // where /slots reads from (optional)
     std::chrono::milliseconds slow_client_timeout{10000};   // full channel this long -> cancel job
     std::function<void()> heartbeat;                         // called at least once a second (watchdog)
     LiveFigures* live = nullptr;                             // per-token figures for /v1/status
@@ -39,18 +46,26 @@ public:
     ~EngineWorker();
 
     void start();
-    // Returns once the queue is closed and empty and the current job has finished.
+    // Returns once the queue is closed and empty and the running jobs have finished.
     void join();
-    // Cancels the job being run now, if any (shutdown after the drain timeout).
+    // Cancels the jobs being run now, if any (shutdown after the drain timeout).
     void cancel_current(CancelReason reason);
     bool busy() const { return busy_.load(); }
     uint64_t jobs_finished() const { return jobs_finished_.load(); }
     const TokenTable& token_table() const { return *token_table_; }
 
 private:
+    struct Slot;
     void run();
-    void run_job(Job& job);
-    bool generate(Job& job, int choice, bool last_choice, Usage& usage);
+    void admit(Slot& slot, std::shared_ptr<Job> job);
+    bool produce_token(Slot& slot, std::span<const float> logits);
+    void verify_drafts(Slot& slot);
+    void finish_ok(Slot& slot);
+    void start_choice(Slot& slot, int choice);
+    void finish_failed(Slot& slot, const Status& st);
+    void release(Slot& slot);
+    bool step();
+    void publish_board(bool force);
     bool emit(Job& job, JobEvent event);
     void fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage);
     void take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed);
@@ -63,14 +78,14 @@ private:
     WorkerOptions options_;
     std::set<int32_t> end_ids_;  // tokens that end generation (EOS, end of message)
     std::shared_ptr<const TokenTable> token_table_;  // what each token spells, for grammars
-    // Matchers of recent grammars, most recent first: agents send the same schema every turn,
-    // and a reused matcher keeps its automaton and cached masks.
-    std::list<GrammarMatcher> grammars_;
-    GrammarMatcher& matcher_for(const Grammar& grammar);
-    std::unique_ptr<Session> session_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    uint64_t admissions_ = 0;            // admission order (fair prefill: lowest first)
+    uint64_t steps_ = 0, batched_tokens_ = 0;
+    uint64_t drafted_ = 0, accepted_ = 0;  // speculative drafts verified / kept
+    Clock::time_point last_board_{};
     std::thread thread_;
     std::mutex current_mutex_;
-    std::shared_ptr<Job> current_;
+    std::vector<std::shared_ptr<Job>> current_;  // the jobs in the slots (for cancel_current)
     std::atomic<bool> busy_{false};
     std::atomic<uint64_t> jobs_finished_{0};
     Clock::time_point last_heartbeat_{};

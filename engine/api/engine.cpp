@@ -9,6 +9,7 @@
 #include "api/engine_impl.h"
 #include "kernels/kernel_sets.h"
 #include "io/file.h"
+#include "store/memory_plan.h"
 #include "model/state.h"
 #include "k3/error.h"
 
@@ -70,6 +71,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     say("loading weights");
     store_ = open_weight_store(ckpt_, options.memory, &plan, &info_.memory_plan_bytes);
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_);
+    prompt_cache_ = std::make_unique<PromptCache>(io::prompt_cache_budget(options.memory), ckpt_.config);
 
     const ModelConfig& c = ckpt_.config;
     info_.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
@@ -100,16 +102,33 @@ EngineStats EngineImpl::stats() const {
     e.compute_seconds = forward_seconds_ > s.io_wait_seconds ? forward_seconds_ - s.io_wait_seconds : 0;
     e.pinned_layers = s.pinned_layers;
     e.ring_slots = s.ring_slots;
+    const PromptCacheStats p = prompt_cache_->stats();
+    e.prompt_cache_lookups = p.lookups;
+    e.prompt_cache_hits = p.hits;
+    e.prompt_cache_tokens_saved = p.tokens_saved;
+    e.prompt_cache_evictions = p.evictions;
+    e.prompt_cache_bytes = p.bytes;
+    e.prompt_cache_budget = p.budget;
+    e.prompt_cache_snapshots = p.snapshots;
     return e;
 }
 
-Status EngineImpl::evaluate(SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
-                            const CancelFlag* cancel) {
+Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel) {
     const auto t0 = std::chrono::steady_clock::now();
-    Status s = forward(*model_, st, tokens, logits, all_logits, cancel);
+    Status s = forward_batch(*model_, items, cancel);
     forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s.ok()) tokens_evaluated_ += tokens.size();
+    if (s.ok())
+        for (const ForwardItem& it : items) tokens_evaluated_ += it.tokens.size();
     return s;
+}
+
+Status EngineImpl::step(std::span<const StepItem> items) { return step_sessions(*this, items); }
+
+std::vector<PromptCacheEntry> EngineImpl::prompt_cache_entries() const {
+    std::vector<PromptCacheEntry> out;
+    for (const PromptCache::EntrySummary& e : prompt_cache_->entries())
+        out.push_back({int(e.tokens), e.has_logits, e.bytes});
+    return out;
 }
 
 std::unique_ptr<Session> EngineImpl::new_session(int n_ctx) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "weights/checkpoint.h"
+#include "api/prompt_cache.h"
 #include "k3/engine.h"
 #include "model/model.h"
 #include "store/weight_store.h"
@@ -19,10 +20,18 @@ public:
     const ModelInfo& info() const override { return info_; }
     EngineStats stats() const override;
     std::unique_ptr<Session> new_session(int n_ctx) override;
+    Status step(std::span<const StepItem> items) override;
+    int max_step_tokens() const override { return model_->act.max_tokens; }
+    std::vector<PromptCacheEntry> prompt_cache_entries() const override;
 
-    // forward() plus the engine's counters; every Session evaluation goes through here.
+    // forward_batch() plus the engine's counters; every Session evaluation goes through here.
+    Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel);
     Status evaluate(SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
-                    const CancelFlag* cancel);
+                    const CancelFlag* cancel) {
+        const ForwardItem one{&st, tokens, logits, all_logits};
+        return evaluate_batch(std::span<const ForwardItem>(&one, 1), cancel);
+    }
+    PromptCache& prompt_cache() { return *prompt_cache_; }
 
     Model& model() { return *model_; }
     const ModelConfig& config() const { return ckpt_.config; }
@@ -33,12 +42,14 @@ private:
     std::unique_ptr<WeightStore> store_;
     int n_threads_ = 1;
     std::unique_ptr<Model> model_;
+    std::unique_ptr<PromptCache> prompt_cache_;
     ModelInfo info_;
     uint64_t tokens_evaluated_ = 0;
     double forward_seconds_ = 0;
 };
 
 std::unique_ptr<Session> make_session(EngineImpl& engine, int n_ctx);
+Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items);
 
 // FNV-1a 64 over config.json, every shard's name, size and header bytes: identifies the model
 // and its weights (state is only reused under the same fingerprint).

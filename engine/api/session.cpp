@@ -1,20 +1,21 @@
 // Session (engine.h): one sequence's tokens, state and logits, with prefix reuse. The MLA
 // latent rows of a prefix stay valid as long as its tokens do; the KDA state exists only for
-// the current position, so a sequence can be resumed only from the live state (when the new
-// tokens extend it) or from a snapshot of the KDA state taken at the end of an earlier synced
-// prompt. A failed or cancelled evaluation rolls back to the best snapshot, so the session is
-// always at a consistent prefix.
+// the current position, so a sequence resumes either from the live state (when the new tokens
+// extend it) or from a snapshot in the engine's shared prompt cache (prompt_cache.h), whichever
+// is longer. The session puts snapshots there at the end of every prompt, at every chunk_
+// tokens of a long prompt, at the point where a prompt left the cache's tree (the next prompt
+// sharing that prefix resumes exactly there) and when the caller asks (remember()). A failed or
+// cancelled evaluation empties the session, so it always holds a consistent prefix; the next
+// prompt resumes from the cache.
 #include <algorithm>
 #include <cstring>
 
 #include "api/engine_impl.h"
+#include "model/blocks.h"
 
 namespace k3 {
 
 namespace {
-
-// How many KDA snapshots a session keeps (each is the whole KDA state: 434 MB for Kimi K3).
-constexpr size_t kMaxSnapshots = 3;
 
 class SessionImpl final : public Session {
 public:
@@ -26,60 +27,110 @@ public:
     }
 
     Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused) override {
-        if (reused) *reused = 0;
-        if (Status s = check_tokens(tokens); !s.ok()) return s;
-        const size_t common = common_prefix(tokens);
-        if (common == tokens.size() && common == tokens_.size() && logits_valid_) {
-            if (reused) *reused = int(common);
-            return Status::Ok();
+        if (Status s = begin_prompt(tokens, reused); !s.ok()) return s;
+        while (prompt_pending() > 0) {
+            if (Status s = evaluate(next_prompt_chunk(chunk_), &cancel); !s.ok()) return s;
+            prompt_chunk_done();
         }
-        // Resume from the live state if the new tokens extend it, else from the best snapshot;
-        // the last token is always evaluated (its logits are the result).
-        const size_t limit = std::min(common, tokens.size() - 1);
-        if (tokens_.size() > limit) restore_best(limit);
-        const size_t resume = tokens_.size();
-        drop_snapshots_after(resume);
-
-        logits_valid_ = false;
-        for (size_t p = resume; p < tokens.size(); p += chunk_) {
-            const size_t n = std::min(chunk_, tokens.size() - p);
-            const bool last = p + n == tokens.size();
-            Status s = engine_.evaluate(st_, tokens.subspan(p, n), last ? logits_.data() : nullptr, false, &cancel);
-            if (!s.ok()) {
-                restore_best(tokens_.size());
-                return s;
-            }
-            tokens_.insert(tokens_.end(), tokens.begin() + std::ptrdiff_t(p), tokens.begin() + std::ptrdiff_t(p + n));
-        }
-        logits_valid_ = true;
-        take_snapshot();
-        if (reused) *reused = int(resume);
         return Status::Ok();
+    }
+
+    Status begin_prompt(std::span<const int32_t> prompt, int* reused) override {
+        if (reused) *reused = 0;
+        if (Status s = check_tokens(prompt); !s.ok()) return s;
+        prompt_.assign(prompt.begin(), prompt.end());
+        snapshot_at_ = 0;
+
+        // The live state is usable when the prompt extends it (all of it when the prompt is the
+        // same and its logits are there); the cache may offer a longer prefix.
+        const size_t common = common_prefix(prompt);
+        size_t live = 0;
+        if (common == tokens_.size() && (common < prompt.size() || logits_valid_)) live = common;
+        PromptCache& cache = engine_.prompt_cache();
+        const PromptCache::Match match = cache.find(prompt);
+        if (match.resume > live && cache.restore(prompt, match.resume, st_, logits_)) {
+            tokens_.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(match.resume));
+            logits_valid_ = match.resume == prompt.size();
+        } else {
+            cache.count_miss();
+            if (live == 0) reset();
+        }
+        // Where this prompt leaves the tree: a snapshot there serves the next prompt that
+        // shares the same prefix (a common system prompt, a conversation's earlier turns).
+        if (match.matched > tokens_.size() && match.matched < prompt.size()) snapshot_at_ = match.matched;
+        if (reused) *reused = int(tokens_.size());
+        return Status::Ok();
+    }
+
+    std::span<const int32_t> next_prompt_chunk(size_t max_tokens) const override {
+        const size_t pos = tokens_.size();
+        if (prompt_pending() == 0 || max_tokens == 0) return {};
+        size_t end = std::min(prompt_.size(), pos + max_tokens);
+        // chunks end where snapshots are taken
+        if (snapshot_at_ > pos && snapshot_at_ < end) end = snapshot_at_;
+        const size_t boundary = (pos / chunk_ + 1) * chunk_;
+        if (boundary < end) end = boundary;
+        return std::span<const int32_t>(prompt_).subspan(pos, end - pos);
+    }
+
+    void prompt_chunk_done() override {
+        const size_t n = tokens_.size();
+        if (n == prompt_.size() || n == snapshot_at_ || n % chunk_ == 0) remember();
+    }
+
+    size_t prompt_pending() const override {
+        const size_t n = tokens_.size();
+        if (n >= prompt_.size() || !std::equal(tokens_.begin(), tokens_.end(), prompt_.begin())) return 0;
+        return prompt_.size() - n;
+    }
+
+    void remember() override {
+        if (tokens_.empty()) return;
+        engine_.prompt_cache().insert(tokens_, st_, logits_valid_ ? std::span<const float>(logits_)
+                                                                  : std::span<const float>());
     }
 
     Status append(int32_t token, const CancelFlag& cancel) override {
         if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};
         const int32_t one[1] = {token};
-        if (Status s = check_tokens(one, tokens_.size() + 1); !s.ok()) return s;
-        logits_valid_ = false;
-        if (Status s = engine_.evaluate(st_, one, logits_.data(), false, nullptr); !s.ok()) {
-            restore_best(tokens_.size());
-            return s;
-        }
-        tokens_.push_back(token);
-        logits_valid_ = true;
-        return Status::Ok();
+        return evaluate(one, &cancel);
     }
 
     std::span<const float> logits() const override { return logits_; }
     std::span<const int32_t> tokens() const override { return tokens_; }
     int n_ctx() const override { return st_.n_ctx; }
 
+    std::span<const float> step_logits(size_t i) const override {
+        const size_t V = logits_.size();
+        if (i >= step_rows_) return {};
+        return std::span<const float>(step_logits_).subspan(i * V, V);
+    }
+
+    Status truncate(size_t n) override {
+        if (n >= tokens_.size()) return Status::Ok();
+        const size_t from = tokens_.size() - step_rows_;
+        if (step_rows_ == 0 || n < from)
+            return {StatusCode::InvalidArgument, "truncate reaches before the last all_logits step"};
+        // back to the step's start, then forward by the kept tokens without reading weights
+        st_.kda = st_.kda_at_step;
+        kda_replay(engine_.model(), st_, int(n - from));
+        st_.n_past = int(n);
+        tokens_.resize(n);
+        if (n > from) {
+            const size_t V = logits_.size();
+            std::copy_n(step_logits_.begin() + std::ptrdiff_t((n - from - 1) * V), V, logits_.begin());
+            logits_valid_ = true;
+        } else {
+            logits_valid_ = false;
+        }
+        step_rows_ = n - from;
+        return Status::Ok();
+    }
+
     Status prefill_all_logits(std::span<const int32_t> tokens, std::vector<float>& out) override {
         if (Status s = check_tokens(tokens); !s.ok()) return s;
         const size_t V = logits_.size();
         out.assign(tokens.size() * V, 0.0f);
-        snapshots_.clear();
         reset();
         for (size_t p = 0; p < tokens.size(); p += chunk_) {
             const size_t n = std::min(chunk_, tokens.size() - p);
@@ -92,16 +143,11 @@ public:
         }
         std::copy_n(out.data() + (tokens.size() - 1) * V, V, logits_.data());
         logits_valid_ = true;
-        take_snapshot();
+        remember();
         return Status::Ok();
     }
 
-private:
-    struct Snapshot {
-        size_t n_tokens = 0;
-        std::vector<float> kda;  // SequenceState::kda at n_tokens
-    };
-
+    // ---- for step_sessions() ----
     Status check_tokens(std::span<const int32_t> tokens, size_t total = 0) const {
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty token sequence"};
         if (std::max(total, tokens.size()) > size_t(st_.n_ctx))
@@ -114,6 +160,43 @@ private:
                         "token id " + std::to_string(id) + " is outside the vocabulary 0.." + std::to_string(V - 1)};
         return Status::Ok();
     }
+    ForwardItem forward_item(std::span<const int32_t> tokens, bool all_logits) {
+        logits_valid_ = false;
+        step_rows_ = 0;
+        if (!all_logits) return ForwardItem{&st_, tokens, logits_.data(), false};
+        step_logits_.resize(tokens.size() * logits_.size());
+        st_.begin_capture(int(tokens.size()));
+        return ForwardItem{&st_, tokens, step_logits_.data(), true};
+    }
+    void committed(std::span<const int32_t> tokens) {
+        tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+        if (st_.capture) {
+            st_.capture = false;
+            step_rows_ = tokens.size();
+            std::copy_n(step_logits_.end() - std::ptrdiff_t(logits_.size()), logits_.size(), logits_.begin());
+        }
+        logits_valid_ = true;
+    }
+    // After a failed evaluation the KDA state is partly advanced: start again from empty.
+    void reset() {
+        st_.reset_recurrent();
+        st_.capture = false;
+        tokens_.clear();
+        logits_valid_ = false;
+        step_rows_ = 0;
+    }
+
+private:
+    Status evaluate(std::span<const int32_t> tokens, const CancelFlag* cancel) {
+        if (Status s = check_tokens(tokens, tokens_.size() + tokens.size()); !s.ok()) return s;
+        const ForwardItem item = forward_item(tokens, false);
+        if (Status s = engine_.evaluate_batch(std::span<const ForwardItem>(&item, 1), cancel); !s.ok()) {
+            reset();
+            return s;
+        }
+        committed(tokens);
+        return Status::Ok();
+    }
 
     size_t common_prefix(std::span<const int32_t> tokens) const {
         size_t n = 0;
@@ -121,48 +204,50 @@ private:
         return n;
     }
 
-    void reset() {
-        st_.reset_recurrent();
-        tokens_.clear();
-        logits_valid_ = false;
-    }
-
-    // Puts the session at the largest snapshot of at most `limit` tokens (or empty).
-    void restore_best(size_t limit) {
-        const Snapshot* best = nullptr;
-        for (const Snapshot& s : snapshots_)
-            if (s.n_tokens <= limit && (!best || s.n_tokens > best->n_tokens)) best = &s;
-        if (!best) {
-            reset();
-            return;
-        }
-        std::copy(best->kda.begin(), best->kda.end(), st_.kda.begin());
-        st_.n_past = int(best->n_tokens);
-        tokens_.resize(best->n_tokens);
-        logits_valid_ = false;
-    }
-
-    // Snapshots past `n` describe tokens about to be overwritten.
-    void drop_snapshots_after(size_t n) {
-        std::erase_if(snapshots_, [n](const Snapshot& s) { return s.n_tokens > n; });
-    }
-
-    void take_snapshot() {
-        std::erase_if(snapshots_, [this](const Snapshot& s) { return s.n_tokens == tokens_.size(); });
-        if (snapshots_.size() >= kMaxSnapshots) snapshots_.erase(snapshots_.begin());
-        snapshots_.push_back(Snapshot{tokens_.size(), st_.kda});
-    }
-
     EngineImpl& engine_;
     SequenceState st_;
-    size_t chunk_;                  // tokens per forward() call
+    size_t chunk_;                  // tokens per forward() call, and the snapshot interval
     std::vector<int32_t> tokens_;   // the tokens whose state st_ holds (st_.n_past == size)
     std::vector<float> logits_;     // [V] of the last token
     bool logits_valid_ = false;
-    std::vector<Snapshot> snapshots_;  // oldest first; each a prefix of tokens_
+    std::vector<int32_t> prompt_;   // the prompt of begin_prompt
+    size_t snapshot_at_ = 0;        // where that prompt leaves the prompt cache's tree (0: none)
+    std::vector<float> step_logits_;  // [rows][V] of the last all_logits step
+    size_t step_rows_ = 0;            // its tokens still in the state (0: no such step)
 };
 
 }  // namespace
+
+Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items) {
+    std::vector<ForwardItem> forward_items;
+    std::vector<SessionImpl*> sessions;
+    size_t total = 0;
+    std::vector<std::span<const int32_t>> tokens;
+    std::vector<bool> all_logits;
+    for (const Engine::StepItem& it : items) {
+        if (it.tokens.empty()) continue;
+        auto* s = static_cast<SessionImpl*>(it.session);
+        if (std::find(sessions.begin(), sessions.end(), s) != sessions.end())
+            return {StatusCode::InvalidArgument, "a session appears twice in one step"};
+        if (Status st = s->check_tokens(it.tokens, s->tokens().size() + it.tokens.size()); !st.ok()) return st;
+        sessions.push_back(s);
+        tokens.push_back(it.tokens);
+        all_logits.push_back(it.all_logits);
+        total += it.tokens.size();
+    }
+    if (total == 0) return Status::Ok();
+    if (total > size_t(engine.model().act.max_tokens))
+        return {StatusCode::InvalidArgument, "a step of " + std::to_string(total) + " tokens exceeds " +
+                                                 std::to_string(engine.model().act.max_tokens)};
+    for (size_t i = 0; i < sessions.size(); ++i)
+        forward_items.push_back(sessions[i]->forward_item(tokens[i], all_logits[i]));
+    if (Status st = engine.evaluate_batch(forward_items, nullptr); !st.ok()) {
+        for (SessionImpl* s : sessions) s->reset();
+        return st;
+    }
+    for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->committed(tokens[i]);
+    return Status::Ok();
+}
 
 std::unique_ptr<Session> make_session(EngineImpl& engine, int n_ctx) {
     return std::make_unique<SessionImpl>(engine, n_ctx);

@@ -43,6 +43,18 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
            busy > 0 ? e.io_seconds / busy : 0.0);
     count("pinned_layers", "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
     count("ring_slots", "k3serve:ring_slots", "gauge", "Trunk read-ring slots (streamed layers).", e.ring_slots);
+    count("prompt_cache_lookups", "k3serve:prompt_cache_lookups_total", "counter",
+          "Prompts looked up in the prompt cache.", double(e.prompt_cache_lookups));
+    count("prompt_cache_hits", "k3serve:prompt_cache_hits_total", "counter",
+          "Prompts resumed from the shared prompt cache.", double(e.prompt_cache_hits));
+    count("prompt_cache_tokens_saved", "k3serve:prompt_cache_tokens_saved_total", "counter",
+          "Prompt tokens resumed from the prompt cache instead of recomputed.", double(e.prompt_cache_tokens_saved));
+    count("prompt_cache_evictions", "k3serve:prompt_cache_evictions_total", "counter",
+          "Prompt cache states evicted for the budget.", double(e.prompt_cache_evictions));
+    count("prompt_cache_bytes", "k3serve:prompt_cache_bytes", "gauge", "Bytes the prompt cache holds.",
+          double(e.prompt_cache_bytes));
+    count("prompt_cache_budget", "k3serve:prompt_cache_budget_bytes", "gauge",
+          "The prompt cache's budget (--prompt-cache-gb).", double(e.prompt_cache_budget));
 }
 
 }  // namespace k3

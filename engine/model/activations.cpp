@@ -79,6 +79,7 @@ Activations::Activations(const ModelConfig& c, int T) : max_tokens(T) {
     router_c = zeros(c.num_experts);
 
     final_h = zeros(T * E);
+    seq_of.assign(size_t(T), 0);
 }
 
 }  // namespace k3

@@ -31,7 +31,8 @@ struct Activations {
     std::vector<float> kf;                   // [T][D]  low-rank decay input
     std::vector<float> kb;                   // [T][H]  beta logits
     std::vector<float> ko;                   // [T][P]  gated head outputs
-    std::vector<float> kda_head;             // [H][5][D]  per-head q, k, v, alpha, o of one token
+    std::vector<float> kda_head;             // [threads][5][D]  one head's q, k, v, alpha, o of one token
+                                             // (sized by Model for its thread count)
 
     // ---- MLA ----
     std::vector<float> mq_a;        // [T][q_lora]
@@ -41,6 +42,7 @@ struct Activations {
     std::vector<float> mo;          // [T][H * v]
     std::vector<float> mq_abs;      // [T][H][kv_lora + rope]  absorbed query (keys are latent rows)
     std::vector<float> mctx;        // [T][H][kv_lora]         attention-weighted latent
+    std::vector<int32_t> seq_of;    // [T]  which sequence of a batched chunk a row belongs to
 
     // ---- dense MLP ----
     std::vector<float> dgate, dup;  // [T][F]
@@ -67,6 +69,7 @@ struct Activations {
 
     // ---- output ----
     std::vector<float> final_h;     // [T][E]
+    std::vector<float> logits;      // [T][V]  lm_head output of a batched chunk, grown on first use
 };
 
 }  // namespace k3

@@ -3,24 +3,39 @@
 // calls them in order.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "model/model.h"
 
 namespace k3 {
+
+// One sequence's share of a forward chunk: rows [t0, t0 + n) of the chunk are its tokens, at
+// positions pos0.. of its state. A chunk holds one or more sequences (batched decode steps and
+// prefill chunks together); every row is computed as if its sequence ran alone.
+struct SeqSpan {
+    SequenceState* st;
+    int t0, n, pos0;
+};
 
 // Attention residual (spec 2.3): out = sum_s softmax_s(fold . rmsnorm(v_s)) v_s over the
 // sources v_0..v_{n-1}, each a vector of width E.
 void attn_res_mix(const float* const* sources, int n_sources, const float* fold, float eps, int64_t E,
                   float* out);
 
-// Kimi Delta Attention (spec 2.5): x [T][E] -> out [T][E]; state = the layer's recurrent
-// matrices and conv history, advanced by T tokens.
-void kda_block(Model& m, const KdaWeights& w, float* state, const float* x, float* out, int T);
+// Kimi Delta Attention (spec 2.5): x [T][E] -> out [T][E]; each sequence's recurrent matrices
+// and conv history of layer il are advanced by its tokens.
+void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
+               int T);
 
-// Gated NoPE MLA with a latent KV cache (spec 2.6): x [T][E] -> out [T][E]; writes latent rows
-// pos0..pos0+T-1 of `rows` [n_ctx][kv_lora + rope] and attends causally over them.
-void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float* x, float* out, int T,
-               float* attn_scratch, int64_t scratch_stride);
+// Undoes rejected drafts (spec decoding): with st.kda back at the captured step's start,
+// advances every KDA layer by the first n_tokens of that step from the captured recurrence
+// inputs. No weight is read; the state gets the bits the forward pass gave those tokens.
+void kda_replay(Model& m, SequenceState& st, int n_tokens);
+
+// Gated NoPE MLA with a latent KV cache (spec 2.6): x [T][E] -> out [T][E]; writes each
+// sequence's latent rows pos0..pos0+n-1 of layer il and attends causally over its own rows.
+void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
+               int T);
 
 // Dense SiTU-GLU MLP of layers il < first_k_dense_replace: x [T][E] -> out [T][E].
 void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int T);

@@ -25,8 +25,8 @@ void absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_
 
 }  // namespace
 
-void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float* x, float* out, int T,
-               float* attn_scratch, int64_t scratch_stride) {
+void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
+               int T) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
     const Compute& cp = m.compute;
@@ -47,15 +47,24 @@ void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float
     cp.matmul_bf16(w.q_b, a.mq_a.data(), a.mq.data(), H * QK, QL, T);
 
     // cache row = [rmsnorm(c[:kv_lora]) | c[kv_lora:]], c = W_kva x; the rope slot is not normed
-    for (int t = 0; t < T; ++t) {
-        float* row = rows + (pos0 + t) * KV;
-        rmsnorm(&a.mkv[t * KV], w.kv_a_norm, row, KVL, kMlaLoraNormEps);
-        std::memcpy(row + KVL, &a.mkv[t * KV + KVL], sizeof(float) * size_t(ROPE));
+    for (size_t s = 0; s < seqs.size(); ++s) {
+        const SeqSpan& sq = seqs[s];
+        float* rows = sq.st->latent_rows(il);
+        for (int t = sq.t0; t < sq.t0 + sq.n; ++t) {
+            float* row = rows + int64_t(sq.pos0 + t - sq.t0) * KV;
+            rmsnorm(&a.mkv[t * KV], w.kv_a_norm, row, KVL, kMlaLoraNormEps);
+            std::memcpy(row + KVL, &a.mkv[t * KV + KVL], sizeof(float) * size_t(ROPE));
+            a.seq_of[size_t(t)] = int32_t(s);
+        }
     }
 
-    // causal attention of every (token, head) over the cached rows, in the latent space
+    // causal attention of every (token, head) over its sequence's cached rows, in the latent space
     cp.parallel_for(T * H, [&](int64_t item, int thread) {
         const int64_t t = item / H, h = item % H;
+        const SeqSpan& sq = seqs[size_t(a.seq_of[size_t(t)])];
+        const float* rows = sq.st->latent_rows(il);
+        const int n_keys = sq.pos0 + int(t) - sq.t0 + 1;
+        float* attn_scratch = sq.st->attn_scratch.data() + int64_t(thread) * sq.st->n_ctx;
         const float* q = &a.mq[item * QK];
         float* q_abs = &a.mq_abs[item * KV];
         float* ctx = &a.mctx[item * KVL];
@@ -64,8 +73,7 @@ void mla_block(Model& m, const MlaWeights& w, float* rows, int pos0, const float
         const uint16_t* W_v = W_k + NOPE * KVL;               // [v][kv_lora]
         absorb_query(W_k, q, NOPE, KVL, q_abs);
         std::memcpy(q_abs + KVL, q + NOPE, sizeof(float) * size_t(ROPE));
-        cp.k.attend_head(q_abs, rows, KV, rows, KV, pos0 + t + 1, int(KV), int(KVL), scale, ctx,
-                         attn_scratch + thread * scratch_stride);
+        cp.k.attend_head(q_abs, rows, KV, rows, KV, n_keys, int(KV), int(KVL), scale, ctx, attn_scratch);
         cp.k.matvec_bf16(W_v, ctx, o, VH, KVL);
         // gate before o_proj, no norm
         if (c.mla_use_output_gate)

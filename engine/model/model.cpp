@@ -66,24 +66,40 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
     for (size_t i = 0; i < fold_out.size(); ++i) fold_out[i] = fold_out[i] * proj[i];
     compute.reserve(act.max_tokens);
+    replay_weights.resize(layouts.size());
+    // kda_block's per-thread scratch: one head's q, k, v, alpha, o
+    act.kda_head.assign(size_t(compute.nth) * 5 * size_t(cfg.kda_head_dim), 0.0f);
 }
 
-Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
-               const CancelFlag* cancel) {
+Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
-    const int T = int(tokens.size());
     const int64_t E = c.hidden_size, V = c.vocab_size;
-    const int pos0 = st.n_past;
+
+    // the chunk: every item's tokens, one after the other
+    std::vector<SeqSpan> seqs;
+    seqs.reserve(items.size());
+    int T = 0;
+    for (const ForwardItem& it : items) {
+        const int n = int(it.tokens.size());
+        K3_CHECK(n > 0, "forward() takes at least one token per sequence");
+        if (it.st->n_past + n > it.st->n_ctx) return {StatusCode::ContextFull, "the sequence would exceed the context"};
+        for (int32_t id : it.tokens)
+            if (id < 0 || id >= V) return {StatusCode::InvalidArgument, "token id out of range"};
+        for (const SeqSpan& other : seqs) K3_CHECK(other.st != it.st, "a sequence appears twice in one chunk");
+        seqs.push_back(SeqSpan{it.st, T, n, it.st->n_past});
+        T += n;
+    }
     K3_CHECK(T > 0 && T <= a.max_tokens, "forward() takes 1..%d tokens, got %d", a.max_tokens, T);
-    if (pos0 + T > st.n_ctx) return {StatusCode::ContextFull, "the sequence would exceed the context"};
-    for (int32_t id : tokens)
-        if (id < 0 || id >= V) return {StatusCode::InvalidArgument, "token id out of range"};
 
     // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling)
     const auto* embed = reinterpret_cast<const uint16_t*>(m.embed.data());
-    for (int t = 0; t < T; ++t)
-        for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(embed[tokens[t] * E + i]);
+    int t = 0;
+    for (const ForwardItem& it : items)
+        for (int32_t id : it.tokens) {
+            for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(embed[id * E + i]);
+            ++t;
+        }
     trace_step(m.trace, "embed", -1, a.pref.data(), T, E);
 
     int n_blocks = 0;
@@ -100,18 +116,17 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
         // at a block boundary, snapshot the running residual; the new block starts empty
         const bool block_start = il % c.attn_res_block_size == 0;
         if (block_start) {
-            for (int t = 0; t < T; ++t)
-                std::copy_n(&a.pref[t * E], E, &a.blocks[(size_t(t) * a.n_blocks_max + n_blocks) * E]);
+            for (int r = 0; r < T; ++r)
+                std::copy_n(&a.pref[r * E], E, &a.blocks[(size_t(r) * a.n_blocks_max + n_blocks) * E]);
             ++n_blocks;
         }
         // attention rmsnorm
         rmsnorm_rows(m, a.h.data(), w.input_norm, a.x.data(), T);
         // attention: MLA with the latent cache, or KDA with the recurrent state
         if (c.is_mla(il))
-            mla_block(m, w.mla, st.latent_rows(il), pos0, a.x.data(), a.out.data(), T, st.attn_scratch.data(),
-                      st.n_ctx);
+            mla_block(m, w.mla, il, seqs, a.x.data(), a.out.data(), T);
         else
-            kda_block(m, w.kda, st.kda_state(il), a.x.data(), a.out.data(), T);
+            kda_block(m, w.kda, il, seqs, a.x.data(), a.out.data(), T);
         trace_step(m.trace, "attn_out", il, a.out.data(), T, E);
         // residual: pref = attn (new block) or pref + attn
         for (int64_t i = 0; i < T * E; ++i) a.pref[i] = block_start ? a.out[i] : a.pref[i] + a.out[i];
@@ -131,23 +146,41 @@ Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, flo
         for (int64_t i = 0; i < T * E; ++i) a.pref[i] += a.out[i];
         trace_step(m.trace, "out", il, a.pref.data(), T, E);
     }
+    for (const ForwardItem& it : items) it.st->n_past += int(it.tokens.size());
 
-    // model-level mix, final norm and lm_head, for the positions whose logits are wanted
-    st.n_past += T;
-    if (!logits) return Status::Ok();
-    const int first = all_logits ? 0 : T - 1, n_out = T - first;
+    // model-level mix, final norm and lm_head for the rows whose logits are wanted, in one
+    // product (the lm_head is read once for the whole chunk)
+    std::vector<int> out_rows;
+    for (size_t s = 0; s < items.size(); ++s) {
+        if (!items[s].logits) continue;
+        for (int r = items[s].all_logits ? seqs[s].t0 : seqs[s].t0 + seqs[s].n - 1; r < seqs[s].t0 + seqs[s].n; ++r)
+            out_rows.push_back(r);
+    }
+    if (out_rows.empty()) return Status::Ok();
+    const int n_out = int(out_rows.size());
     m.compute.parallel_for(n_out, [&](int64_t i, int) {
-        const int t = first + int(i);
+        const int r = out_rows[size_t(i)];
         const float* src[256];
-        for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
-        src[n_blocks] = &a.pref[size_t(t) * E];
-        float* h = &a.final_h[size_t(t - first) * E];
+        for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(r) * a.n_blocks_max + s) * E];
+        src[n_blocks] = &a.pref[size_t(r) * E];
+        float* h = &a.final_h[size_t(i) * E];
         attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
         rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
     });
     trace_step(m.trace, "result_norm", -1, a.final_h.data(), n_out, E);
-    m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), logits, V, E,
-                          n_out);
+    // a single sequence writes straight into its logits; a batch goes through a.logits
+    const bool direct = items.size() == 1;
+    if (!direct && a.logits.size() < size_t(n_out) * size_t(V)) a.logits.resize(size_t(n_out) * size_t(V));
+    float* dst = direct ? items[0].logits : a.logits.data();
+    m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), dst, V, E, n_out);
+    if (direct) return Status::Ok();
+    size_t next = 0;
+    for (size_t s = 0; s < items.size(); ++s) {
+        if (!items[s].logits) continue;
+        const size_t n = items[s].all_logits ? size_t(seqs[s].n) : 1;
+        std::copy_n(&a.logits[next * size_t(V)], n * size_t(V), items[s].logits);
+        next += n;
+    }
     return Status::Ok();
 }
 

@@ -27,6 +27,7 @@ struct Model {
     WeightStore& store;
     std::vector<LayerLayout> layouts;     // [n_layer]
     std::vector<LayerVectors> vectors;    // [n_layer] fp32 small vectors, filled on first use
+    std::vector<KdaWeights> replay_weights;  // [n_layer] views kept by a captured step for kda_replay
 
     // Model-level tensors, always resident.
     AlignedBytes embed;                   // [V][E] bf16
@@ -40,12 +41,30 @@ struct Model {
     Trace* trace = nullptr;
 };
 
-// Evaluates tokens (at most m.act.max_tokens, chunk_tokens_for(cfg)) at positions st.n_past..., advancing the KDA state
-// and writing MLA latent rows; on success st.n_past grows by tokens.size(). logits receives the
-// last token's logits [V], or every token's [T][V] when all_logits, or nothing when null. Checks `cancel` between
-// layers. On failure (Cancelled, IoError) the state is partly advanced and must be restored by
-// the caller (Session rolls back to a snapshot).
-Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
-               const CancelFlag* cancel);
+// One sequence's part of a forward chunk: its tokens (evaluated at positions st->n_past...) and
+// where its logits go: the last token's [V], every token's [n][V] when all_logits, or nowhere
+// when null.
+struct ForwardItem {
+    SequenceState* st;
+    std::span<const int32_t> tokens;
+    float* logits = nullptr;
+    bool all_logits = false;
+};
+
+// Evaluates the items' tokens together in one pass over the weights (at most m.act.max_tokens
+// in all, chunk_tokens_for(cfg); the states distinct), advancing each KDA state and writing each
+// sequence's MLA latent rows; on success every st->n_past grows by its tokens. Every row is
+// computed exactly as if its sequence ran alone (the kernels are row-independent), so a batch
+// gives each sequence the bits of a solo run. Checks `cancel` between layers. On failure
+// (Cancelled, IoError) the states are partly advanced and must be restored by the caller
+// (Session rolls back).
+Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel);
+
+// forward_batch() of one sequence.
+inline Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                      const CancelFlag* cancel) {
+    const ForwardItem one{&st, tokens, logits, all_logits};
+    return forward_batch(m, std::span<const ForwardItem>(&one, 1), cancel);
+}
 
 }  // namespace k3

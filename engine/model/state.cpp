@@ -18,6 +18,15 @@ SequenceState::SequenceState(const ModelConfig& c, int n_ctx_, int n_threads) : 
     kda.assign(size_t(n_kda * kda_layer_floats), 0.0f);
     mla_rows.assign(size_t(n_mla) * size_t(n_ctx) * size_t(mla_row_floats), 0.0f);
     attn_scratch.assign(size_t(std::max(1, n_threads)) * size_t(n_ctx), 0.0f);
+    capture_row_floats = 4 * P + H;
+}
+
+void SequenceState::begin_capture(int n) {
+    capture = true;
+    capture_tokens = n;
+    const size_t n_kda = size_t(std::count_if(kda_slot.begin(), kda_slot.end(), [](int s) { return s >= 0; }));
+    captured.resize(n_kda * size_t(n) * size_t(capture_row_floats));
+    kda_at_step = kda;
 }
 
 void SequenceState::reset_recurrent() {

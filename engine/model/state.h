@@ -32,6 +32,21 @@ struct SequenceState {
     // [n_threads][n_ctx]: attention scores of one head (attend_head's scratch).
     std::vector<float> attn_scratch;
 
+    // Speculative verification: while `capture` is on, each KDA layer keeps the inputs of its
+    // recurrence for the step's tokens ([n_kda][capture_tokens][4P + H]: raw q, k, v, z rows
+    // and beta logits), and kda_at_step holds the KDA state the step started from, so rejected
+    // drafts are undone by restoring it and replaying only the accepted tokens (kda_replay).
+    bool capture = false;
+    int capture_tokens = 0;
+    std::vector<float> captured;
+    std::vector<float> kda_at_step;
+    int64_t capture_row_floats = 0;
+    float* captured_inputs(int il) {
+        return captured.data() + size_t(kda_slot[size_t(il)]) * size_t(capture_tokens) * size_t(capture_row_floats);
+    }
+    // Starts a captured step of n tokens (copies the KDA state, sizes the capture).
+    void begin_capture(int n);
+
     float* kda_state(int il) { return kda.data() + kda_slot[size_t(il)] * kda_layer_floats; }
     float* latent_rows(int il) { return mla_rows.data() + size_t(mla_slot[size_t(il)]) * size_t(n_ctx) * size_t(mla_row_floats); }
     void reset_recurrent();          // zero every KDA state and conv history (a fresh sequence)

@@ -132,6 +132,15 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     return f;
 }
 
+int64_t prompt_cache_budget(const MemoryOptions& o) {
+    if (o.prompt_cache_gb >= 0) return gb_to_bytes(o.prompt_cache_gb);
+    constexpr std::pair<std::string_view, double> kPromptCacheGB[] = {
+        {"laptop", 0.5}, {"desktop", 2.0}, {"workstation", 8.0}, {"server", 8.0}, {"max", 8.0}, {"auto", 0.5}};
+    for (const auto& [name, gb] : kPromptCacheGB)
+        if (o.preset == name) return gb_to_bytes(gb);
+    return gb_to_bytes(1.0);
+}
+
 bool wants_budget(const MemoryOptions& o) {
     return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
 }
@@ -139,7 +148,8 @@ bool wants_budget(const MemoryOptions& o) {
 std::string MemoryPlan::describe() const {
     std::ostringstream s;
     if (!streaming) {
-        s << "memory: everything resident (" << format_gb(need_bytes) << " of weights)";
+        s << "memory: everything resident (" << format_gb(need_bytes) << " of weights; prompt cache "
+          << format_gb(prompt_cache_budget) << ")";
         return s.str();
     }
     s << "memory (" << source << "): trunk " << format_gb(trunk.total_bytes()) << " = " << trunk.n_pinned << "/"
@@ -147,7 +157,7 @@ std::string MemoryPlan::describe() const {
     if (trunk.ring_slots > 0) s << " + ring " << trunk.ring_slots << " x " << format_gb(trunk.slot_bytes);
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; embedding/lm_head/norms " << format_gb(resident_bytes)
-      << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
+      << "; prompt cache " << format_gb(prompt_cache_budget) << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
     return s.str();
 }
 
@@ -168,6 +178,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
         plan.source = "preset " + options.preset;
         if (options.preset == "auto") {
             double avail_gb = double(mem_available) / kGB;
+            // (the prompt cache's default for auto comes out of the fixed reserve)
             int64_t reserve = gb_to_bytes(kAutoFixedReserveGB + kAutoReserveFraction * avail_gb) + model.resident_bytes;
             int64_t usable = mem_available - reserve;
             int64_t min_cache = int64_t(min_cache_slots) * model.expert_slot_bytes;
@@ -208,17 +219,20 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
                                               format_gb(int64_t(min_cache_slots) * model.expert_slot_bytes));
         plan.cache_slots = int(slots);
     }
+    plan.prompt_cache_budget = prompt_cache_budget(options);
     plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes;
 
     // 3. Refuse before allocating anything.
     int64_t limit = int64_t(double(mem_available) * kRefuseAboveFraction);
-    if (plan.need_bytes > limit) {
+    if (plan.need_bytes + plan.prompt_cache_budget > limit) {
         std::ostringstream m;
-        m << "memory plan refused: " << plan.source << " needs " << format_gb(plan.need_bytes) << " (trunk "
+        m << "memory plan refused: " << plan.source << " needs " << format_gb(plan.need_bytes + plan.prompt_cache_budget)
+          << " (trunk "
           << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
-          << ", embedding/lm_head/norms " << format_gb(plan.resident_bytes) << ") but MemAvailable is "
+          << ", embedding/lm_head/norms " << format_gb(plan.resident_bytes) << ", prompt cache "
+          << format_gb(plan.prompt_cache_budget) << ") but MemAvailable is "
           << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
-          << "); lower --trunk-gb and/or --cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
+          << "); lower --trunk-gb, --cache-gb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
         throw Error(ErrorKind::Memory, m.str());
     }
     return plan;

@@ -71,9 +71,15 @@ struct MemoryPlan {
     int64_t need_bytes = 0;          // everything the plan allocates for weights
     int64_t mem_available = 0;
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
+    int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
+                                     // but the 95% refusal counts it
 
     std::string describe() const;    // one line for logs and the run report
 };
+
+// RAM for the shared prompt cache: --prompt-cache-gb, else the preset's (laptop 0.5, desktop 2,
+// workstation/server/max 8, auto 0.5 GB, taken from auto's fixed reserve), else 1 GB.
+int64_t prompt_cache_budget(const MemoryOptions& options);
 
 // True when the options ask for a budget (a preset, an explicit trunk/cache size, or a packed
 // trunk to stream from).

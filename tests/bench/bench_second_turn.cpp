@@ -1,7 +1,9 @@
 // The speed-up state reuse gives a chat's second turn: the time to answer turn 2 (prefill +
 // one token) right after turn 1 (the worker's session still holds turn 1, so only the new
 // messages are evaluated) against the same request after an unrelated one (nothing reusable,
-// the whole conversation is evaluated). Runs the real daemon as a subprocess.
+// the whole conversation is evaluated). Runs the real daemon as a subprocess, with one slot and
+// no prompt cache (--parallel 1 --prompt-cache-gb 0), so "recomputed" really recomputes;
+// bench_batching measures what the prompt cache adds.
 //   bench_second_turn [MODEL_DIR] [--system-words N] [--threads N]
 // Without MODEL_DIR it writes the demo model into $K3_TEST_TMP (default /tmp/k3serve-bench).
 #include <nlohmann/json.hpp>
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
     turn2.push_back({{"role", "user"}, {"content", "And why are the answers identical?"}});
     json unrelated = json::array({{{"role", "user"}, {"content", "Something else entirely."}}});
 
-    DaemonProcess d({model, "--port", "0", "--threads", threads});
+    DaemonProcess d({model, "--port", "0", "--threads", threads, "--parallel", "1", "--prompt-cache-gb", "0"});
     auto c = d.client();
     timed(c, unrelated);  // warm caches and code paths once
     std::vector<double> warm, cold;

@@ -168,14 +168,18 @@ TEST_CASE("a plan above 95% of MemAvailable is refused before allocating, saying
     } catch (const Error& e) {
         CHECK(e.kind() == ErrorKind::Memory);
         std::string m = e.what();
-        CHECK(m.find("needs 9.") != std::string::npos);               // what was asked
+        CHECK(m.find("needs 10.") != std::string::npos);              // what was asked (+1 GB prompt cache)
+        CHECK(m.find("prompt cache 1.00 GB") != std::string::npos);
         CHECK(m.find("MemAvailable is 8.00 GB") != std::string::npos); // what is available
         CHECK(m.find("7.60 GB") != std::string::npos);                 // the 95% limit
         CHECK(m.find("--cache-gb") != std::string::npos);              // what to change
     }
-    // Just under the limit passes.
-    MemoryPlan ok = make_memory_plan(f, opts("", -1, 5.0), avail);
-    CHECK(ok.need_bytes <= avail * 95 / 100);
+    // Just under the limit passes (the prompt cache counts too).
+    MemoryPlan ok = make_memory_plan(f, opts("", -1, 4.0), avail);
+    CHECK(ok.need_bytes + ok.prompt_cache_budget <= avail * 95 / 100);
+    MemoryOptions bigger = opts("", -1, 4.0);
+    bigger.prompt_cache_gb = 2.0;
+    CHECK_THROWS_AS(make_memory_plan(f, bigger, avail), Error);
 }
 
 TEST_CASE("MemAvailable is read from /proc/meminfo") {

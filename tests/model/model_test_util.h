@@ -13,11 +13,15 @@
 
 namespace k3::test {
 
-inline std::unique_ptr<Engine> load_engine(const std::string& dir, int threads, const std::string& kernels = "") {
+// prompt_cache_gb < 0: the default budget; 0: no prompt cache (every sync is cold unless it
+// extends the session's live state).
+inline std::unique_ptr<Engine> load_engine(const std::string& dir, int threads, const std::string& kernels = "",
+                                           double prompt_cache_gb = -1) {
     EngineOptions o;
     o.model_dir = dir;
     o.threads = threads;
     o.kernels = kernels;
+    o.memory.prompt_cache_gb = prompt_cache_gb;
     return Engine::load(o);
 }
 

@@ -69,3 +69,19 @@ test('n > 1 on the real engine: the prompt is evaluated once for all choices', a
   const again = await client.completions.create({ model, prompt, max_tokens: 3, n: 3, temperature: 0.9, seed: 7 });
   assert.deepEqual(again.choices.map((c) => c.text), r.choices.map((c) => c.text));
 });
+
+test('four concurrent streams (--parallel 4, batched) each give the text they give alone', async () => {
+  const prompts = ['The sea is', 'Once upon a time', 'Numbers: 1 2 3', 'x'];
+  const req = (prompt) => ({ model, prompt, max_tokens: 40, temperature: 0 });
+  const alone = [];
+  for (const p of prompts) alone.push((await client.completions.create(req(p))).choices[0].text);
+  const together = await Promise.all(prompts.map(async (p) => {
+    const stream = await client.completions.create({ ...req(p), stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
+    return text;
+  }));
+  assert.deepEqual(together, alone);
+  const slots = await (await fetch(daemon.url + '/slots')).json();
+  assert.equal(slots.slots.length, 4);
+});

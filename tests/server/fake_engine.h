@@ -5,6 +5,7 @@
 // The engine records every prompt it is given (prompts()), so a test can assert on the prompt
 // the server built (chat layout, roles, thinking) and on what a reused state skipped.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -161,6 +162,51 @@ public:
         compute_logits();
         return {};
     }
+    // The worker's path: the prompt one token per step (so a cancel lands between prompt
+    // tokens, like the real engine's check between layers), then one token per step.
+    Status begin_prompt(std::span<const int32_t> tokens, int* reused) override {
+        if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
+        if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
+        size_t common = 0;
+        while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
+        if (common == tokens.size()) --common;
+        tokens_.resize(common);
+        prompt_.assign(tokens.begin(), tokens.end());
+        if (reused) *reused = int(common);
+        generated_ = 0;
+        return {};
+    }
+    std::span<const int32_t> next_prompt_chunk(size_t max_tokens) const override {
+        if (prompt_pending() == 0 || max_tokens == 0) return {};
+        return std::span<const int32_t>(prompt_).subspan(tokens_.size(), 1);
+    }
+    void prompt_chunk_done() override {}
+    size_t prompt_pending() const override {
+        return tokens_.size() < prompt_.size() ? prompt_.size() - tokens_.size() : 0;
+    }
+    void remember() override {}
+    std::span<const float> step_logits(size_t i) const override {
+        return i == 0 ? std::span<const float>(logits_) : std::span<const float>();
+    }
+    Status truncate(size_t n) override {
+        return n >= tokens_.size() ? Status{} : Status{StatusCode::InvalidArgument, "the fake does not verify drafts"};
+    }
+    // One step's worth of tokens (FakeEngine::step).
+    Status evaluate(std::span<const int32_t> tokens) {
+        if (tokens_.size() + tokens.size() > size_t(n_ctx_)) return {StatusCode::ContextFull, "context full"};
+        const bool prompt = prompt_pending() > 0;
+        for (int32_t t : tokens) {
+            tokens_.push_back(t);
+            ++evaluated_;
+        }
+        if (!prompt) ++generated_;
+        if (!prompt || prompt_pending() == 0) compute_logits();
+        return {};
+    }
+    std::chrono::milliseconds delay_of(std::span<const int32_t> tokens) const {
+        return prompt_pending() > 0 ? o_.prefill_delay * int(tokens.size()) : o_.token_delay;
+    }
+
     std::span<const float> logits() const override { return logits_; }
     std::span<const int32_t> tokens() const override { return tokens_; }
     int n_ctx() const override { return n_ctx_; }
@@ -192,6 +238,7 @@ private:
     std::atomic<uint64_t>& evaluated_;
     FakePromptLog& log_;
     std::vector<int32_t> tokens_;
+    std::vector<int32_t> prompt_;
     std::vector<float> logits_;
     int generated_ = 0;
 };
@@ -219,6 +266,18 @@ public:
     std::unique_ptr<Session> new_session(int n_ctx) override {
         return std::make_unique<FakeSession>(o_, n_ctx, evaluated_, log_);
     }
+    // A batched step costs what its slowest member costs (the real engine reads the weights once).
+    Status step(std::span<const StepItem> items) override {
+        std::chrono::milliseconds delay{0};
+        for (const StepItem& it : items)
+            delay = std::max(delay, static_cast<FakeSession*>(it.session)->delay_of(it.tokens));
+        std::this_thread::sleep_for(delay);
+        for (const StepItem& it : items)
+            if (Status s = static_cast<FakeSession*>(it.session)->evaluate(it.tokens); !s.ok()) return s;
+        return {};
+    }
+    int max_step_tokens() const override { return 64; }
+    std::vector<PromptCacheEntry> prompt_cache_entries() const override { return {}; }
     FakeEngineOptions& options() { return o_; }
     uint64_t evaluated() const { return evaluated_.load(); }
     // The prompts given to sync() so far, oldest first.

@@ -43,6 +43,21 @@ struct EngineStats {
     double compute_seconds = 0;
     int pinned_layers = 0;
     int ring_slots = 0;
+    // the shared prompt cache
+    uint64_t prompt_cache_lookups = 0;
+    uint64_t prompt_cache_hits = 0;         // prompts resumed from it
+    uint64_t prompt_cache_tokens_saved = 0; // prompt tokens it spared
+    uint64_t prompt_cache_evictions = 0;
+    int64_t prompt_cache_bytes = 0;         // held now
+    int64_t prompt_cache_budget = 0;
+    int prompt_cache_snapshots = 0;         // resumable positions held now
+};
+
+// One cached prompt state (Engine::prompt_cache_entries), most recently used first.
+struct PromptCacheEntry {
+    int tokens = 0;          // prefix length it resumes at
+    bool has_logits = false; // resuming there needs no evaluation at all
+    int64_t bytes = 0;       // rows and snapshot along its path
 };
 
 class Session {
@@ -60,6 +75,25 @@ public:
     virtual std::span<const float> logits() const = 0;
     virtual std::span<const int32_t> tokens() const = 0;
     virtual int n_ctx() const = 0;
+    // Chunked prompt evaluation, for a caller that interleaves several sessions in one
+    // Engine::step (the daemon's batch). begin_prompt validates `prompt` and puts the session at
+    // the longest reusable prefix (the live state or the engine's prompt cache; *reused = its
+    // length). Then, until prompt_pending() is 0: evaluate next_prompt_chunk(max) in a step and
+    // call prompt_chunk_done(), which keeps snapshots in the prompt cache where they pay off.
+    // sync() is exactly this loop with the session alone.
+    virtual Status begin_prompt(std::span<const int32_t> prompt, int* reused) = 0;
+    virtual std::span<const int32_t> next_prompt_chunk(size_t max_tokens) const = 0;
+    virtual void prompt_chunk_done() = 0;
+    virtual size_t prompt_pending() const = 0;
+    // After a step that asked for all_logits: the logits after the step's i-th token, [n_vocab].
+    virtual std::span<const float> step_logits(size_t i) const = 0;
+    // Drops the last tokens, keeping the first n (not fewer than the session had before its
+    // last all_logits step): the state becomes exactly that of the first n tokens and logits()
+    // their last row. Speculative decoding keeps the accepted drafts this way.
+    virtual Status truncate(size_t n) = 0;
+    // Keeps the current state (e.g. prompt + generated tokens at the end of a request) in the
+    // engine's prompt cache, so a later request that continues it resumes here.
+    virtual void remember() = 0;
     // Evaluate `tokens` from an empty state and return the logits of every position,
     // [tokens.size()][n_vocab] row-major (for --dump-logits and golden tests).
     virtual Status prefill_all_logits(std::span<const int32_t> tokens, std::vector<float>& out) = 0;
@@ -77,6 +111,19 @@ public:
     virtual const ModelInfo& info() const = 0;
     virtual EngineStats stats() const = 0;
     virtual std::unique_ptr<Session> new_session(int n_ctx) = 0;
+
+    // One engine step over several sessions: each item's tokens are appended to its session
+    // and evaluated in one pass over the weights (at most max_step_tokens() in all, each session
+    // once). Every session gets the bits it would get alone. On failure no session advances
+    // (each is rolled back to a consistent prefix, possibly empty).
+    struct StepItem {
+        Session* session = nullptr;
+        std::span<const int32_t> tokens;
+        bool all_logits = false;  // keep every token's logits (Session::step_logits) and allow truncate()
+    };
+    virtual Status step(std::span<const StepItem> items) = 0;
+    virtual int max_step_tokens() const = 0;
+    virtual std::vector<PromptCacheEntry> prompt_cache_entries() const = 0;
 };
 
 }  // namespace k3

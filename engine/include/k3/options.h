@@ -12,6 +12,7 @@ struct MemoryOptions {
     double trunk_gb = -1;      // explicit overrides; < 0 = from the preset
     double cache_gb = -1;
     std::string trunk_dir;     // optional packed trunk (k3serve pack-trunk)
+    double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
 };
 
 struct EngineOptions {
