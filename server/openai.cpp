@@ -65,7 +65,8 @@ void parse_common(const json& body, std::string_view raw_body, const ModelLimits
     } else {
         s.seed = std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
     }
-    if (std::string why = validate(s); !why.empty()) throw bad_request("temperature", why);
+    // validate() starts its message with the field's name; the OpenAI name is the same.
+    if (std::string why = validate(s); !why.empty()) throw bad_request(why.substr(0, why.find(' ')), why);
     r.params.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
 
     // Stop strings, and stop tokens: integers in `stop` or vLLM's `stop_token_ids`.
@@ -115,14 +116,15 @@ void parse_common(const json& body, std::string_view raw_body, const ModelLimits
 // prompt + max_tokens must fit the context; the prompt alone must fit the prompt limit.
 void check_lengths(GenerationRequest& r, const ModelLimits& limits, std::optional<long long> max_tokens,
                    int default_max_tokens, const char* max_param, const char* prompt_param) {
-    int prompt_len = int(r.prompt.size());
+    long long prompt_len = (long long)r.prompt.size();
     if (prompt_len == 0) throw bad_request(prompt_param, "the prompt is empty");
     if (prompt_len > limits.max_prompt_tokens)
         throw bad_request(prompt_param,
                           "This model's maximum prompt length is " + std::to_string(limits.max_prompt_tokens) +
                               " tokens. However, your prompt has " + std::to_string(prompt_len) + " tokens.",
                           "context_length_exceeded");
-    int max_new = max_tokens ? int(*max_tokens) : std::min(default_max_tokens, limits.n_ctx - prompt_len);
+    // In long long: max_tokens may be anything up to kHugeCount, and must not wrap.
+    long long max_new = max_tokens ? *max_tokens : std::min<long long>(default_max_tokens, limits.n_ctx - prompt_len);
     if (prompt_len + max_new > limits.n_ctx)
         throw bad_request(max_param,
                           "This model's maximum context length is " + std::to_string(limits.n_ctx) +
@@ -130,7 +132,7 @@ void check_lengths(GenerationRequest& r, const ModelLimits& limits, std::optiona
                               std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
                               " in the completion). Please reduce the prompt or the completion length.",
                           "context_length_exceeded");
-    r.params.max_tokens = max_new;
+    r.params.max_tokens = int(max_new);  // <= n_ctx here
 }
 
 std::vector<int32_t> token_array(const json& a, const ModelLimits& limits) {
@@ -154,7 +156,8 @@ std::string message_content(const json& m, size_t index) {
     if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
     std::string text;
     for (const auto& part : *c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        if (!part.is_object() || string_field(part, "type", where + ".type") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
             throw bad_request(where, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
         check_keys(part, {"type", "text"}, where);
         text += part["text"].get<std::string>();
@@ -191,7 +194,7 @@ ChatOptions parse_thinking(const json& body) {
             o.thinking = t->get<bool>();
         } else if (t->is_object()) {
             check_keys(*t, {"type", "budget_tokens"}, "thinking");
-            std::string type = t->value("type", "");
+            std::string type = string_field(*t, "type", "thinking.type");
             if (type != "enabled" && type != "disabled")
                 throw bad_request("thinking", "'thinking.type' must be \"enabled\" or \"disabled\"");
             o.thinking = type == "enabled";
@@ -317,6 +320,9 @@ json parse_json_body(const std::string& body, int max_depth) {
         if (what.find("UTF-8") != std::string::npos)
             throw bad_request("", "the request body is not valid UTF-8: " + what, "invalid_utf8");
         throw bad_request("", "the request body is not valid JSON: " + what, "invalid_json");
+    } catch (const json::exception& e) {
+        // Not a syntax error but still the client's text: e.g. a number beyond a double (1e400).
+        throw bad_request("", "the request body cannot be represented: " + std::string(e.what()), "invalid_json");
     } catch (int) {
         throw bad_request("", "the JSON nests deeper than " + std::to_string(max_depth) + " levels", "invalid_json");
     }
@@ -359,7 +365,7 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
     if (r.echo && r.params.logprobs >= 0)
         throw bad_request("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported",
                           "unsupported_parameter");
-    auto max_tokens = get_int(body, "max_tokens", 0, 1LL << 40);
+    auto max_tokens = get_token_count(body, "max_tokens", 0);
     check_lengths(r, limits, max_tokens, 16, "max_tokens", "prompt");
     return r;
 }
@@ -389,10 +395,10 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
         r.params.logprobs = int(get_int(body, "top_logprobs", 0, 20).value_or(0));
     else if (field(body, "top_logprobs"))
         throw bad_request("top_logprobs", "'top_logprobs' requires 'logprobs': true");
-    auto max_tokens = get_int(body, "max_completion_tokens", 1, 1LL << 40);
+    auto max_tokens = get_token_count(body, "max_completion_tokens", 1);
     const char* max_param = "max_completion_tokens";
     if (!max_tokens) {
-        max_tokens = get_int(body, "max_tokens", 1, 1LL << 40);
+        max_tokens = get_token_count(body, "max_tokens", 1);
         max_param = "max_tokens";
     }
     check_lengths(r, limits, max_tokens, limits.n_ctx, max_param, "messages");

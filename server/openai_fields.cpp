@@ -1,5 +1,7 @@
 #include "openai_fields.h"
 
+#include <cmath>
+
 #include "openai_error.h"
 
 namespace k3::server {
@@ -20,8 +22,13 @@ std::optional<long long> get_int(const json& body, const char* key, long long lo
             throw bad_request(key, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
                                        std::to_string(hi) + "]");
         x = v->get<long long>();
-    } else if (v->is_number_float() && v->get<double>() == double((long long)v->get<double>())) {
-        x = (long long)v->get<double>();
+    } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
+        // Range first: converting a double outside long long's range is undefined.
+        double d = v->get<double>();
+        if (d < double(lo) || d > double(hi))
+            throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+                                       std::to_string(hi) + "], got " + v->dump());
+        x = (long long)d;
     } else {
         throw bad_request(key, std::string("'") + key + "' must be an integer, got " + v->dump(), "invalid_type");
     }
@@ -29,6 +36,32 @@ std::optional<long long> get_int(const json& body, const char* key, long long lo
         throw bad_request(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                                    "], got " + std::to_string(x));
     return x;
+}
+
+std::optional<long long> get_token_count(const json& body, const char* key, long long lo) {
+    const json* v = field(body, key);
+    if (!v) return std::nullopt;
+    long long x = 0;
+    if (v->is_number_unsigned()) {
+        x = v->get<unsigned long long>() > (unsigned long long)kHugeCount ? kHugeCount : (long long)v->get<unsigned long long>();
+    } else if (v->is_number_integer()) {
+        x = v->get<long long>();
+    } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()) {
+        double d = v->get<double>();
+        x = d >= double(kHugeCount) ? kHugeCount : d < double(lo) ? lo - 1 : (long long)d;
+    } else {
+        throw bad_request(key, std::string("'") + key + "' must be an integer, got " + v->dump(), "invalid_type");
+    }
+    if (x < lo)
+        throw bad_request(key, std::string("'") + key + "' must be at least " + std::to_string(lo) + ", got " + v->dump());
+    return x;
+}
+
+std::string string_field(const json& obj, const char* key, const std::string& where) {
+    const json* v = field(obj, key);
+    if (!v) return {};
+    if (!v->is_string()) throw bad_request(where, "'" + where + "' must be a string, got " + v->dump(), "invalid_type");
+    return v->get<std::string>();
 }
 
 std::optional<double> get_number(const json& body, const char* key, double lo, double hi) {

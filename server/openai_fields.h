@@ -13,6 +13,14 @@ using json = nlohmann::json;
 // A field that is present and not null, or nullptr.
 const json* field(const json& body, const char* key);
 std::optional<long long> get_int(const json& body, const char* key, long long lo, long long hi);
+// A token count such as max_tokens: a whole number >= lo. Counts beyond any context (even past
+// 2^64, or written as 1e30) come back as kHugeCount, so that the context check answers them
+// with context_length_exceeded instead of narrowing them to a small or negative int.
+inline constexpr long long kHugeCount = (1LL << 62);
+std::optional<long long> get_token_count(const json& body, const char* key, long long lo);
+// The string at obj[key] ("" when absent or null); `where` names the field in the 400 otherwise
+// (a non-string "type" used to be a 500).
+std::string string_field(const json& obj, const char* key, const std::string& where);
 std::optional<double> get_number(const json& body, const char* key, double lo, double hi);
 std::optional<bool> get_bool(const json& body, const char* key);
 std::optional<std::string> get_string(const json& body, const char* key);
