@@ -23,6 +23,7 @@ public:
     Status step(std::span<const StepItem> items) override;
     int max_step_tokens() const override { return model_->act.max_tokens; }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
+    uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
 
     // forward_batch() plus the engine's counters; every Session evaluation goes through here.
     Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel);

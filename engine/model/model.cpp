@@ -145,6 +145,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         // residual
         for (int64_t i = 0; i < T * E; ++i) a.pref[i] += a.out[i];
         trace_step(m.trace, "out", il, a.pref.data(), T, E);
+        m.layers_evaluated.fetch_add(1, std::memory_order_relaxed);
     }
     for (const ForwardItem& it : items) it.st->n_past += int(it.tokens.size());
 

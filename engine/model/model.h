@@ -2,6 +2,7 @@
 // layouts and the resident model-level tensors, scratch) and forward(), which evaluates a chunk
 // of tokens for one sequence. blocks.h has the per-block functions forward() calls.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -39,6 +40,10 @@ struct Model {
 
     // When set, forward() hands it every named intermediate (trace.h); tests attach one.
     Trace* trace = nullptr;
+
+    // Layers evaluated since load, bumped after each one (any thread may read it): the daemon's
+    // liveness check sees a long prefill make progress, and a stuck one not.
+    std::atomic<uint64_t> layers_evaluated{0};
 };
 
 // One sequence's part of a forward chunk: its tokens (evaluated at positions st->n_past...) and

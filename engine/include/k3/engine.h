@@ -124,6 +124,10 @@ public:
     virtual Status step(std::span<const StepItem> items) = 0;
     virtual int max_step_tokens() const = 0;
     virtual std::vector<PromptCacheEntry> prompt_cache_entries() const = 0;
+    // A counter that moves while the engine computes (layers evaluated since load); safe to read
+    // from any thread. The daemon's liveness check: a busy worker whose engine stops moving is
+    // stuck. 0 for engines that do not count.
+    virtual uint64_t progress() const { return 0; }
 };
 
 }  // namespace k3
