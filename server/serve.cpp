@@ -196,15 +196,30 @@ int serve_main(int argc, char** argv) {
     spdlog::info("context: {} tokens (prompt at most {}), compute threads {}, parallel {}, queue depth {}",
                  state.limits.n_ctx, state.limits.max_prompt_tokens, config.threads, config.parallel, config.queue_depth);
 
+    // The worker reports progress and I/O errors to the liveness monitor, which watches the
+    // engine's progress counter too and feeds systemd's watchdog while things move.
+    std::unique_ptr<Liveness> liveness;
     WorkerOptions worker_options;
     worker_options.n_ctx = state.limits.n_ctx;
     worker_options.parallel = config.parallel;
     worker_options.draft_max = config.draft_max;
     worker_options.board = &state.board;
     worker_options.slow_client_timeout = std::chrono::milliseconds(long(config.slow_client_s * 1000));
-    worker_options.heartbeat = notify_watchdog;
+    worker_options.heartbeat = [&liveness] {
+        if (liveness) liveness->beat();
+    };
+    worker_options.on_io_error = [&liveness](const std::string& why) {
+        if (liveness) liveness->mark_unhealthy(why);
+    };
     worker_options.live = &state.live;
     EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
+    LivenessOptions liveness_options;
+    liveness_options.stuck_after_s = config.stuck_after_s;
+    liveness = std::make_unique<Liveness>([&worker] { return worker.busy(); }, [&engine] { return engine->progress(); },
+                                          liveness_options);
+    if (liveness->watchdog_enabled()) spdlog::info("systemd watchdog on: pinging while the engine makes progress");
+    state.liveness = liveness.get();
+    liveness->start();
     worker.start();
     state.phase = Phase::Ready;
     state.set_status("ready");
@@ -227,6 +242,7 @@ int serve_main(int argc, char** argv) {
         worker.cancel_current(CancelReason::Shutdown);
     }
     worker.join();
+    liveness->stop();
     // Let the HTTP threads write the last events of their streams.
     auto write_until = Clock::now() + std::chrono::seconds(2);
     while (state.open_streams.load() > 0 && Clock::now() < write_until)

@@ -12,6 +12,7 @@
 #include "live_figures.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
+#include "liveness.h"
 #include "metrics.h"
 #include "openai.h"
 #include "slot_board.h"
@@ -46,6 +47,7 @@ struct ServerState {
     }
     std::atomic<uint64_t> next_job_id{1};
     std::atomic<int> open_streams{0};   // handlers still talking to a client (drain waits for 0)
+    Liveness* liveness = nullptr;       // set by serve_main (and tests) once the worker runs
 
 private:
     mutable std::mutex mutex_;

@@ -1,5 +1,5 @@
 // systemd readiness protocol (sd_notify(3)) through libsystemd: READY=1 once the model is
-// loaded, STATUS= lines while loading, WATCHDOG=1 from the engine worker, STOPPING=1 on
+// loaded, STATUS= lines while loading, (WATCHDOG=1 comes from liveness.h), STOPPING=1 on
 // shutdown. Without $NOTIFY_SOCKET (not under systemd) every call is a cheap no-op.
 #pragma once
 #include <string>
@@ -9,7 +9,5 @@ namespace k3::server {
 void notify_status(const std::string& status);
 void notify_ready(const std::string& status);
 void notify_stopping();
-// Rate-limited to about one ping per second; safe to call from the worker's loop.
-void notify_watchdog();
 
 }  // namespace k3::server

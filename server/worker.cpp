@@ -520,6 +520,7 @@ void EngineWorker::finish_failed(Slot& slot, const Status& st) {
         case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, slot.usage); break;
         default:
             spdlog::error("job {}: engine failed: {}", job.id, st.message);
+            if (st.code == StatusCode::IoError && options_.on_io_error) options_.on_io_error(st.message);
             fail(job, FailureKind::EngineFailed, st.message, slot.usage);
     }
     release(slot);
