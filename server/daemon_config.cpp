@@ -102,6 +102,19 @@ const std::vector<Setting>& settings() {
         int_setting("port", &DaemonConfig::port, 0, 65535),
         int_setting("threads", &DaemonConfig::threads, 0, 4096),
         int_setting("http_threads", &DaemonConfig::http_threads, 1, 1024),
+        int_setting("max_connections", &DaemonConfig::max_connections, 1, 1000000),
+        double_setting("header_timeout_s", &DaemonConfig::header_timeout_s, 0.1, 3600),
+        double_setting("body_timeout_s", &DaemonConfig::body_timeout_s, 0.1, 3600),
+        {"allowed_hosts",
+         [](DaemonConfig& c, const std::string& s) { c.allowed_hosts = split_keys(s); },
+         [](DaemonConfig& c, const json& v) {
+             if (!v.is_array()) throw Error(ErrorKind::Config, "allowed_hosts: expected an array of host names");
+             c.allowed_hosts.clear();
+             for (auto& h : v) {
+                 if (!h.is_string()) throw Error(ErrorKind::Config, "allowed_hosts: every entry must be a string");
+                 c.allowed_hosts.push_back(h.get<std::string>());
+             }
+         }},
         int_setting("queue_depth", &DaemonConfig::queue_depth, 1, 100000),
         int_setting("parallel", &DaemonConfig::parallel, 1, 64),
         int_setting("draft_max", &DaemonConfig::draft_max, 0, 32),
@@ -109,6 +122,7 @@ const std::vector<Setting>& settings() {
         double_setting("drain_timeout_s", &DaemonConfig::drain_timeout_s, 0, 1e5),
         double_setting("sse_ping_s", &DaemonConfig::sse_ping_s, 0.05, 3600),
         double_setting("slow_client_s", &DaemonConfig::slow_client_s, 0.1, 3600),
+        double_setting("stuck_after_s", &DaemonConfig::stuck_after_s, 0.1, 1e6),
         {"api_key",
          [](DaemonConfig& c, const std::string& s) { c.api_keys = split_keys(s); },
          [](DaemonConfig& c, const json& v) {
@@ -185,7 +199,13 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --host ADDR               bind address (default 127.0.0.1)
   --port N                  port (default 8080; 0 = any free port, printed at start)
   --threads N               compute threads (default: physical cores)
-  --http-threads N          HTTP connection threads (default 8)
+  --http-threads N          requests answered at once, one thread each (default 64; at
+                            least --queue-depth + 16, so /health always gets one)
+  --max-connections N       open client connections (default 1024; idle ones hold no thread)
+  --header-timeout-s S      a request head must arrive within S seconds (default 10)
+  --body-timeout-s S        a request body must arrive within S seconds of its head (default 60)
+  --allowed-hosts H1,H2     more Host names to serve when bound to loopback without an API key
+                            (default: localhost, 127.0.0.1, [::1] only; DNS-rebinding guard)
   --queue-depth N           requests waiting for the engine at most; more get 503 (default 8)
   --parallel N              requests run at once, batched into each engine step (default 4)
   --draft-max N             speculative decoding: verify up to N prompt-lookup drafts per step,
@@ -194,6 +214,8 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --drain-timeout-s S       on SIGTERM, let requests finish this long, then cancel (default 30)
   --sse-ping-s S            SSE keep-alive comment interval while waiting (default 5)
   --slow-client-s S         cancel a stream whose client stops reading this long (default 10)
+  --stuck-after-s S         a busy engine with no progress (per layer) this long is stuck: /health
+                            answers 503 and systemd watchdog pings stop (default 120)
   --api-key K1[,K2]         require "Authorization: Bearer K" on the API (default: none)
   --api-key-file FILE       one key per line
   --metrics-auth BOOL       /metrics needs the key too (default false)
@@ -338,6 +360,10 @@ json DaemonConfig::to_json() const {
         {"port", port},
         {"threads", threads},
         {"http_threads", http_threads},
+        {"max_connections", max_connections},
+        {"header_timeout_s", header_timeout_s},
+        {"body_timeout_s", body_timeout_s},
+        {"allowed_hosts", allowed_hosts},
         {"queue_depth", queue_depth},
         {"parallel", parallel},
         {"draft_max", draft_max},
@@ -345,6 +371,7 @@ json DaemonConfig::to_json() const {
         {"drain_timeout_s", drain_timeout_s},
         {"sse_ping_s", sse_ping_s},
         {"slow_client_s", slow_client_s},
+        {"stuck_after_s", stuck_after_s},
         {"api_keys", api_keys.size()},  // how many, never the keys
         {"metrics_auth", metrics_auth},
         {"cors_origin", cors_origin},

@@ -17,7 +17,11 @@ struct DaemonConfig {
     std::string host = "127.0.0.1";
     int port = 8080;
     int threads = 0;                  // compute threads; 0 = physical cores
-    int http_threads = 8;             // HTTP connection threads
+    int http_threads = 64;            // requests answered at once (raised to queue depth + 16)
+    int max_connections = 1024;       // open client connections (idle ones cost no thread)
+    double header_timeout_s = 10;     // a request head must arrive within this
+    double body_timeout_s = 60;       // ... and its body within this after the head
+    std::vector<std::string> allowed_hosts;  // extra Host names served when on loopback without a key
     int queue_depth = 8;              // jobs waiting for the worker, at most
     int parallel = 4;                 // jobs the worker runs at once (continuous batching)
     int draft_max = 8;                // speculative drafts (prompt lookup) verified per step, 0 = off
@@ -25,6 +29,7 @@ struct DaemonConfig {
     double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
     double sse_ping_s = 5;            // SSE comment ping interval while waiting for tokens
     double slow_client_s = 10;        // a client that does not read this long is cancelled
+    double stuck_after_s = 120;       // a busy worker with no engine progress this long is stuck
     std::vector<std::string> api_keys;
     bool metrics_auth = false;        // /metrics needs the API key too
     std::string cors_origin;          // "" = no CORS headers; "*" or one origin

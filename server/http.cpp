@@ -1,6 +1,5 @@
 #include "http.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "connection_probe.h"
+#include "http_front.h"
 #include "openai.h"
 #include "openai_response.h"
 #include "slots_json.h"
@@ -52,6 +52,29 @@ std::string etag_of(const WebAsset& asset) {
     return buf;
 }
 
+bool iequals(const std::string& a, const std::string& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+        return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    });
+}
+
+// "application/json; charset=utf-8" -> "application/json".
+std::string media_type(const std::string& content_type) {
+    std::string t = content_type.substr(0, content_type.find(';'));
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();
+    return t;
+}
+
+// The host part of a Host header: "localhost:8080" -> "localhost", "[::1]:80" -> "[::1]".
+std::string host_name(const std::string& host) {
+    if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+    return host.substr(0, host.find(':'));
+}
+
+bool is_loopback_address(const std::string& host) {
+    return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 // Constant-time comparison, so key checks do not leak a prefix through timing.
 bool same_key(const std::string& a, const std::string& b) {
     if (a.size() != b.size()) return false;
@@ -84,14 +107,35 @@ struct Exchange {
     }
 };
 
+FrontOptions front_options(const DaemonConfig& c) {
+    FrontOptions o;
+    o.limits.max_body = c.max_body_bytes;
+    o.head_timeout_s = c.header_timeout_s;
+    o.body_timeout_s = c.body_timeout_s;
+    o.keep_alive_s = 5;
+    o.write_timeout_s = std::max(1.0, c.slow_client_s);
+    // Running + queued + a reserve for /health, /metrics and the quick routes.
+    o.max_handlers = std::max(c.http_threads, c.queue_depth + 16);
+    o.max_connections = c.max_connections;
+    return o;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
     ServerState& state;
-    httplib::Server server;
-    std::thread listener;
+    HttpFront server;
+    std::vector<std::string> allowed_hosts;  // empty = any Host
 
-    explicit Impl(ServerState& s) : state(s) { install(); }
+    explicit Impl(ServerState& s) : state(s), server(front_options(s.config)) {
+        // DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 sends
+        // "Host: evil.example". A loopback daemon without a key serves loopback names only.
+        if (is_loopback_address(config().host) && config().api_keys.empty()) {
+            allowed_hosts = {"localhost", "127.0.0.1", "[::1]"};
+            for (const auto& h : config().allowed_hosts) allowed_hosts.push_back(host_name(h));
+        }
+        install();
+    }
 
     const DaemonConfig& config() const { return state.config; }
 
@@ -109,7 +153,13 @@ struct HttpServer::Impl {
             return;
         }
         res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        // Whatever the client asks for (the OpenAI SDK sends X-Stainless-* headers, others
+        // X-Api-Key): the origin check above is the gate, not the header names.
+        std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        bool plain = std::all_of(asked.begin(), asked.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ';
+        });
+        res.set_header("Access-Control-Allow-Headers", !asked.empty() && plain ? asked : "Authorization, Content-Type, X-Api-Key");
         res.set_header("Access-Control-Max-Age", "600");
     }
 
@@ -117,18 +167,38 @@ struct HttpServer::Impl {
         if (config().api_keys.empty()) return true;
         std::string header = req.get_header_value("Authorization");
         std::string key;
-        if (header.rfind("Bearer ", 0) == 0) key = header.substr(7);
+        if (header.size() > 7 && iequals(header.substr(0, 7), "Bearer ")) key = header.substr(7);  // scheme is case-insensitive
         if (key.empty()) key = req.get_header_value("X-Api-Key");
         for (const auto& k : config().api_keys)
             if (same_key(k, key)) return true;
         return false;
     }
 
-    httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
+    HttpFront::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
+        if (!allowed_hosts.empty() && req.has_header("Host")) {
+            std::string host = host_name(req.get_header_value("Host"));
+            bool ok = std::any_of(allowed_hosts.begin(), allowed_hosts.end(), [&](const std::string& h) { return iequals(h, host); });
+            if (!ok) {
+                state.metrics.count_request(RequestOutcome::Invalid);
+                send_error(res, ApiError(403, "permission_error", "host_not_allowed", "",
+                                         "Host '" + host + "' is not served: this daemon listens on loopback without an "
+                                         "API key and answers only loopback names (add --allowed-hosts or --api-key)"));
+                return HttpFront::HandlerResponse::Handled;
+            }
+        }
         add_cors(req, res);
         if (req.method == "OPTIONS") {
             res.status = config().cors_origin.empty() ? 405 : 204;
-            return httplib::Server::HandlerResponse::Handled;
+            if (res.status == 405) res.set_header("Allow", "GET, POST");
+            return HttpFront::HandlerResponse::Handled;
+        }
+        // Only JSON bodies: a form or text/plain POST is a "simple" cross-site request that a
+        // browser sends without asking first.
+        if (req.method == "POST" && !iequals(media_type(req.get_header_value("Content-Type")), "application/json")) {
+            state.metrics.count_request(RequestOutcome::Invalid);
+            send_error(res, ApiError(415, "invalid_request_error", "unsupported_media_type", "",
+                                     "POST bodies must be sent as Content-Type: application/json"));
+            return HttpFront::HandlerResponse::Handled;
         }
         const std::string& path = req.path;
         bool is_public = path == "/health" || path == "/v1/health" || is_ui_path(path);
@@ -136,24 +206,24 @@ struct HttpServer::Impl {
         if (needs_key && !authorized(req)) {
             state.metrics.count_request(RequestOutcome::Unauthorized);
             send_error(res, unauthorized_error());
-            return httplib::Server::HandlerResponse::Handled;
+            return HttpFront::HandlerResponse::Handled;
         }
         Phase phase = state.phase.load();
         if (!is_public && !is_figures_path(path) && phase == Phase::Loading) {
             state.metrics.count_request(RequestOutcome::RejectedLoading);
             send_error(res, loading_error(state.status()));
-            return httplib::Server::HandlerResponse::Handled;
+            return HttpFront::HandlerResponse::Handled;
         }
         if (!is_public && !is_figures_path(path) && phase == Phase::Failed) {
             send_error(res, model_failed_error(state.status()));
-            return httplib::Server::HandlerResponse::Handled;
+            return HttpFront::HandlerResponse::Handled;
         }
-        return httplib::Server::HandlerResponse::Unhandled;
+        return HttpFront::HandlerResponse::Unhandled;
     }
 
     // Every handler runs inside this: OpenAI-shaped errors for anything thrown.
     template <class Fn>
-    httplib::Server::Handler wrap(Fn fn) {
+    HttpFront::Handler wrap(Fn fn) {
         return [this, fn](const httplib::Request& req, httplib::Response& res) {
             try {
                 fn(req, res);
@@ -163,6 +233,11 @@ struct HttpServer::Impl {
             } catch (const Error& e) {
                 state.metrics.count_request(RequestOutcome::Invalid);
                 send_error(res, engine_error(e.kind() == ErrorKind::Usage, e.what()));
+            } catch (const json::exception& e) {
+                // Only the client's JSON is read in handlers: a wrong type there is its mistake.
+                state.metrics.count_request(RequestOutcome::Invalid);
+                send_error(res, bad_request("", std::string("the request does not have the expected shape: ") + e.what(),
+                                            "invalid_type"));
             } catch (const std::exception& e) {
                 state.metrics.count_request(RequestOutcome::Error);
                 spdlog::error("{} {}: {}", req.method, req.path, e.what());
@@ -174,13 +249,6 @@ struct HttpServer::Impl {
     // --- routes ------------------------------------------------------------------------------
 
     void install() {
-        server.set_payload_max_length(config().max_body_bytes);
-        server.set_read_timeout(60, 0);
-        server.set_write_timeout(std::chrono::seconds(std::max(1, int(config().slow_client_s))));
-        server.set_keep_alive_max_count(1000);
-        server.set_keep_alive_timeout(5);  // also bounds how long shutdown waits for idle connections
-        int n_threads = config().http_threads;
-        server.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
         server.set_pre_routing_handler([this](const auto& req, auto& res) { return pre_route(req, res); });
         server.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
             std::string what = "unknown exception";
@@ -194,20 +262,25 @@ struct HttpServer::Impl {
             spdlog::error("{} {}: {}", req.method, req.path, what);
             send_error(res, internal_error(what));
         });
-        // Fills in an OpenAI error body for errors httplib produces itself (404, 413, 400).
-        server.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        // Fills in an OpenAI error body for errors the front produces itself (404, 405, and the
+        // request limits: 400, 408, 413, 414, 415, 431, 501, 503), whose reason says why.
+        server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
             if (res.body.empty() && res.status != 204) {
-                std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
-                                      : res.status == 413 ? "the request body is larger than " +
-                                                                std::to_string(config().max_body_bytes) + " bytes"
+                std::string message = !res.reason.empty() ? res.reason
+                                      : res.status == 404 ? "no route for " + req.method + " " + req.path
+                                      : res.status == 405 ? req.method + " is not allowed on " + req.path +
+                                                                " (allowed: " + res.get_header_value("Allow") + ")"
                                                           : "HTTP error " + std::to_string(res.status);
-                if (res.status == 413 || res.status == 404) state.metrics.count_request(RequestOutcome::Invalid);
+                state.metrics.count_request(res.status >= 500 ? RequestOutcome::Error : RequestOutcome::Invalid);
                 send_error(res, transport_error(res.status, message));
+                if (res.status == 503 && !res.has_header("Retry-After")) res.set_header("Retry-After", "2");
             }
-            return httplib::Server::HandlerResponse::Handled;
-        }));
+            return HttpFront::HandlerResponse::Handled;
+        });
+        // The path is logged escaped: a %0a in it must not forge a log line.
         server.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-            spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+            spdlog::debug("{} {} -> {}", req.method, json(req.path).dump(-1, ' ', true, json::error_handler_t::replace),
+                          res.status);
         });
 
         server.Get("/health", wrap([this](const auto&, auto& res) { health(res); }));
@@ -220,6 +293,7 @@ struct HttpServer::Impl {
         server.Get("/v1/status", wrap([this](const auto& req, auto& res) { status(req, res); }));
         server.Get("/v1/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.Get("/models", wrap([this](const auto&, auto& res) { models(res); }));
+        server.route_prefix("GET", "/v1/models/", wrap([this](const auto& req, auto& res) { model(req, res); }));
         server.Get("/props", wrap([this](const auto&, auto& res) { props(res); }));
         server.Get("/slots", wrap([this](const auto&, auto& res) { send_json(res, 200, slots_json(state.board.view())); }));
         server.Post("/tokenize", wrap([this](const auto& req, auto& res) { tokenize(req, res); }));
@@ -239,7 +313,14 @@ struct HttpServer::Impl {
 
     void health(httplib::Response& res) {
         switch (state.phase.load()) {
-            case Phase::Ready: send_json(res, 200, {{"status", "ok"}}); return;
+            case Phase::Ready:
+                if (std::string problem = state.liveness ? state.liveness->problem() : ""; !problem.empty()) {
+                    bool model = problem.rfind("model", 0) == 0;
+                    send_error(res, ApiError(503, "unavailable_error", model ? "model_unhealthy" : "worker_stuck", "", problem));
+                    return;
+                }
+                send_json(res, 200, {{"status", "ok"}});
+                return;
             case Phase::Loading:
                 send_error(res, loading_error(state.status()));
                 return;
@@ -264,6 +345,17 @@ struct HttpServer::Impl {
                         {"shape", state.info.shape},
                         {"fingerprint", state.info.fingerprint}}}};
         send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+    }
+
+    // GET /v1/models/{id} (the SDK's models.retrieve).
+    void model(const httplib::Request& req, httplib::Response& res) {
+        std::string id = req.path.substr(std::string("/v1/models/").size());
+        if (id != state.limits.model_name)
+            throw ApiError(404, "not_found_error", "model_not_found", "model",
+                           "The model '" + id + "' does not exist; this server serves '" + state.limits.model_name + "'");
+        json list;
+        models(res);
+        res.body = dump(json::parse(res.body)["data"][0]);
     }
 
     void props(httplib::Response& res) {
@@ -296,8 +388,18 @@ struct HttpServer::Impl {
         if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
         const json* text = body.contains("content") ? &body["content"] : body.contains("prompt") ? &body["prompt"] : nullptr;
         if (!text || !text->is_string()) throw bad_request("content", "'content' must be a string", "invalid_type");
+        // Bounded like a prompt: an answer with pieces is ~20x its text, so 4 MiB of text was
+        // ~90 MB of JSON and 3.5 GB at peak. More than a context's worth is never useful.
+        size_t max_bytes = size_t(std::max(state.limits.n_ctx, 1)) * 16;
+        if (text->get_ref<const std::string&>().size() > max_bytes)
+            throw bad_request("content", "'content' is longer than " + std::to_string(max_bytes) +
+                                             " bytes (16 per token of the context)");
         bool allow_special = body.value("add_special", false) || body.value("parse_special", false);
         auto ids = state.tokenizer->encode(text->get<std::string>(), allow_special);
+        if (ids.size() > size_t(state.limits.n_ctx))
+            throw bad_request("content", "'content' is " + std::to_string(ids.size()) + " tokens, more than the context (" +
+                                             std::to_string(state.limits.n_ctx) + ")",
+                              "context_length_exceeded");
         json tokens = json::array();
         bool pieces = body.value("with_pieces", false);
         for (int32_t id : ids) {
@@ -514,24 +616,15 @@ HttpServer::HttpServer(ServerState& state) : impl_(std::make_unique<Impl>(state)
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind(const std::string& host, int port) {
-    int bound = port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
+    int bound = impl_->server.bind(host, port);
     if (bound < 0)
         throw Error(ErrorKind::Runtime, "cannot listen on " + host + ":" + std::to_string(port) +
                                             " (address in use, or not an address of this machine?)");
     return bound;
 }
 
-void HttpServer::start() {
-    impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
-}
+void HttpServer::start() { impl_->server.start(); }
 
-void HttpServer::stop() {
-    if (!impl_->listener.joinable()) return;
-    // httplib ignores stop() until its listen loop is running: wait for it to get there.
-    for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    impl_->server.stop();
-    impl_->listener.join();
-}
+void HttpServer::stop() { impl_->server.stop(); }
 
 }  // namespace k3::server

@@ -94,6 +94,7 @@ struct FakeEngineOptions {
     std::vector<int32_t> script = bytes_of("The quick brown fox jumps over the lazy dog. ");
     std::chrono::milliseconds token_delay{0};    // per append()
     std::chrono::milliseconds prefill_delay{0};  // per prompt token evaluated in sync()
+    std::string io_error;                        // non-empty: the prompt fails with this IoError
     int n_ctx_max = 256;
     // Called with every prompt given to a session's sync(), on the engine's thread.
     std::function<void(const std::vector<int32_t>&)> on_prompt;
@@ -129,6 +130,7 @@ public:
             log_.reused.push_back(0);
         }
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
+        if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
         if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
         size_t common = 0;
         while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
@@ -166,6 +168,7 @@ public:
     // tokens, like the real engine's check between layers), then one token per step.
     Status begin_prompt(std::span<const int32_t> tokens, int* reused) override {
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
+        if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
         if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
         size_t common = 0;
         while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
@@ -278,6 +281,7 @@ public:
     }
     int max_step_tokens() const override { return 64; }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override { return {}; }
+    uint64_t progress() const override { return evaluated_.load(); }
     FakeEngineOptions& options() { return o_; }
     uint64_t evaluated() const { return evaluated_.load(); }
     // The prompts given to sync() so far, oldest first.

@@ -52,6 +52,9 @@ public:
         wo.n_ctx = state.limits.n_ctx;
         wo.slow_client_timeout = std::chrono::milliseconds(2000);
         wo.live = &state.live;
+        wo.on_io_error = [this](const std::string& why) {
+            if (on_io_error) on_io_error(why);
+        };
         worker = std::make_unique<EngineWorker>(engine, tokenizer, state.queue, state.metrics, wo);
         worker->start();
         port = http.bind("127.0.0.1", 0);
@@ -77,6 +80,7 @@ public:
         return c;
     }
 
+    std::function<void(const std::string&)> on_io_error;  // what serve_main wires to Liveness
     ServerState state;
     FakeTokenizer tokenizer;
     FakeEngine engine;

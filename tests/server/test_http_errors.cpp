@@ -117,7 +117,7 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
                 "context_length_exceeded");
     // Unknown route and wrong method.
     check_error(c.Get("/v1/engines"), 404);
-    check_error(c.Get("/v1/completions"), 404);
+    check_error(c.Get("/v1/completions"), 405);
     check_still_serving(c);
     CHECK(server.state.metrics.requests(RequestOutcome::Invalid) >= cases.size());
 }
