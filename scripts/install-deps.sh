@@ -11,6 +11,7 @@ packages=(
   haproxy
   # The web UI's Markdown, sanitiser and code highlighter, embedded into the binary at build time.
   libjs-marked node-dompurify libjs-highlight.js
+  clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh), run briefly by the suite
 )
 # The web UI and OpenAI-client tests need Node.js (>= 18) and a browser.
 if [ "${K3_WITH_NODE:-1}" = 1 ]; then
