@@ -10,6 +10,8 @@
 #include "k3/chat.h"
 #include "k3/error.h"
 
+K3_FUZZ_INIT_TOKENIZER
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 2) return 0;
     const k3::Tokenizer& tok = k3::fuzz::tokenizer();

@@ -9,6 +9,8 @@
 #include "fuzz_common.h"
 #include "openai.h"
 
+K3_FUZZ_INIT_TOKENIZER
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace k3::server;
     std::string body(reinterpret_cast<const char*>(data), size);

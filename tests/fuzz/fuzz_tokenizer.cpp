@@ -8,6 +8,8 @@
 
 #include "fuzz_common.h"
 
+K3_FUZZ_INIT_TOKENIZER
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const k3::Tokenizer& tok = k3::fuzz::tokenizer();
     std::string_view text(reinterpret_cast<const char*>(data), size);
