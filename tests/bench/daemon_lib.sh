@@ -1,17 +1,16 @@
-# Sourced by the load, soak and fault scripts: start `k3serve serve` on loopback (port 0) in the
-# background and stop it. Sets DAEMON_PID, DAEMON_PORT, DAEMON_LOG.
+# Sourced by the load, soak and fault scripts: start `k3serve serve` on a free loopback port in
+# the background and stop it. Sets DAEMON_PID, DAEMON_PORT, DAEMON_LOG.
 BIN=${K3SERVE_BIN:-build/k3serve}
 
 start_daemon() {  # start_daemon MODEL_DIR [serve flags...]
   local model=$1
   shift
   DAEMON_LOG=$(mktemp /tmp/k3bench-daemon.XXXXXX.log)
-  "$BIN" serve "$model" --host 127.0.0.1 --port 0 "$@" 2>"$DAEMON_LOG" &
+  DAEMON_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$BIN" serve "$model" --host 127.0.0.1 --port "$DAEMON_PORT" "$@" 2>"$DAEMON_LOG" &
   DAEMON_PID=$!
-  DAEMON_PORT=
   for _ in $(seq 1 600); do
-    DAEMON_PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$DAEMON_LOG" | grep -o '[0-9]*$' | head -1 || true)
-    if [ -n "$DAEMON_PORT" ] && curl -sf "http://127.0.0.1:$DAEMON_PORT/health" >/dev/null 2>&1; then return 0; fi
+    if curl -sf "http://127.0.0.1:$DAEMON_PORT/health" >/dev/null 2>&1; then return 0; fi
     kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DAEMON_LOG"; echo "daemon exited" >&2; return 1; }
     sleep 0.5
   done

@@ -305,7 +305,7 @@ TEST_CASE("token counts and numbers that overflow are 400s, never 200 or 500") {
     check_error(c.Post("/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "thinking": {"type": 1}})",
                        "application/json"),
                 400);
-    CHECK(server.state.metrics.requests("error") == 0);
+    CHECK(server.state.metrics.requests(RequestOutcome::Error) == 0);
 }
 
 TEST_CASE("sampler range errors name their own parameter") {
