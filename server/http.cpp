@@ -117,6 +117,7 @@ FrontOptions front_options(const DaemonConfig& c) {
     // Running + queued + a reserve for /health, /metrics and the quick routes.
     o.max_handlers = std::max(c.http_threads, c.queue_depth + 16);
     o.max_connections = c.max_connections;
+    o.priority_paths = {"/health", "/v1/health", "/metrics"};
     return o;
 }
 

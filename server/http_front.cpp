@@ -378,19 +378,26 @@ struct HttpFront::Impl {
 
     // --- handler threads ---------------------------------------------------------------------
 
+    bool is_priority(const ParsedRequest& r) const {
+        if (r.method != "GET") return false;
+        std::string path = r.target.substr(0, r.target.find('?'));
+        return std::find(options.priority_paths.begin(), options.priority_paths.end(), path) != options.priority_paths.end();
+    }
+
     void dispatch(std::unique_ptr<Connection> c) {
         std::unique_lock lock(mutex);
-        if (idle_handlers <= int(ready.size())) {
-            if (int(handlers.size()) < options.max_handlers) {
-                handlers.emplace_back([this] { handler_loop(); });
-            } else {
-                lock.unlock();
-                answer_from_loop(*c, 503, "the server is answering " + std::to_string(options.max_handlers) +
-                                              " requests already; retry shortly");
-                --open_connections;
-                return;
-            }
+        // Requests in hand (being answered or waiting for a thread) against the budget; the
+        // priority paths have a reserve of 16 above it.
+        int in_hand = int(handlers.size()) - idle_handlers + int(ready.size());
+        int cap = options.max_handlers + (is_priority(c->parser.request()) ? 16 : 0);
+        if (in_hand >= cap) {
+            lock.unlock();
+            answer_from_loop(*c, 503, "the server is answering " + std::to_string(in_hand) +
+                                          " requests already; retry shortly");
+            --open_connections;
+            return;
         }
+        if (idle_handlers <= int(ready.size())) handlers.emplace_back([this] { handler_loop(); });
         ready.push_back(std::move(c));
         work_cv.notify_one();
     }

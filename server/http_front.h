@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "http_request_parser.h"
 
@@ -36,6 +37,9 @@ struct FrontOptions {
     double keep_alive_s = 5;      // an idle connection between requests is closed after this
     double write_timeout_s = 10;  // a client that reads nothing this long is dropped
     int max_handlers = 64;        // requests answered at once (one thread each)
+    // GET paths that get a thread even when max_handlers are busy (up to 16 more): /health
+    // must answer while a burst of generation requests holds every handler.
+    std::vector<std::string> priority_paths;
     int max_connections = 1024;   // open connections; more are answered 503 and closed
 };
 
