@@ -11,7 +11,7 @@ dir=$(mktemp -d /tmp/k3fault.XXXXXX)
 trap 'stop_daemon; rm -rf "$dir"' EXIT
 "$BIN" make-model "$dir/model" --preset "$preset" >/dev/null
 # A budget far below the model: the trunk and experts stream from the shards.
-start_daemon "$dir/model" --log-level warn --trunk-gb 0.0001 --cache-gb 0.0001
+start_daemon "$dir/model" --log-level warn --trunk-gb 0.0006 --cache-gb 0.0001
 port=$DAEMON_PORT
 ask() { curl -s -w '\n%{http_code}' -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/completions" \
   -d "{\"prompt\": \"$1\", \"max_tokens\": 4, \"ignore_eos\": true}"; }
