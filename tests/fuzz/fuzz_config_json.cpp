@@ -1,11 +1,11 @@
-// config.json (model/config.h): any text is a ModelConfig or a k3::Error naming the problem.
+// config.json (weights/config.h): any text is a ModelConfig or a k3::Error naming the problem.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "fuzz_common.h"
 #include "k3/error.h"
-#include "model/config.h"
+#include "weights/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
