@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (bool chat : {true, false}) {
         try {
-            GenerationRequest r = chat ? parse_chat_request(j, k3::fuzz::tokenizer(), limits)
-                                       : parse_completion_request(j, k3::fuzz::tokenizer(), limits);
+            GenerationRequest r = chat ? parse_chat_request(j, k3::fuzz::tokenizer(), limits, body)
+                                       : parse_completion_request(j, k3::fuzz::tokenizer(), limits, body);
             K3_FUZZ_CHECK(!r.prompt.empty(), "accepted an empty prompt");
             K3_FUZZ_CHECK(r.params.max_tokens >= 0, "negative max_tokens");
             K3_FUZZ_CHECK(int(r.prompt.size()) + r.params.max_tokens <= limits.n_ctx, "accepted past the context");
