@@ -408,14 +408,14 @@ TEST_CASE("liveness: a long prefill that makes progress feeds the watchdog; a st
         auto c2 = server.client();
         return post_json(c2, "/v1/completions", {{"prompt", "zz"}, {"max_tokens", 1}});
     });
-    CHECK(TestServer::eventually([&] { return !live.problem().empty(); }, 2500));
+    CHECK(eventually([&] { return !live.problem().empty(); }, Ms(2500)));
     auto h = c.Get("/health");
     check_error(h, 503, "worker_stuck");
     int pings_when_stuck = pings.load();
     std::this_thread::sleep_for(Ms(400));
     CHECK(pings.load() == pings_when_stuck);
     pending.get();
-    CHECK(TestServer::eventually([&] { return live.problem().empty(); }, 3000));
+    CHECK(eventually([&] { return live.problem().empty(); }, Ms(3000)));
     CHECK(c.Get("/health")->status == 200);
     server.state.liveness = nullptr;
 }
