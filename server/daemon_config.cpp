@@ -200,7 +200,7 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --port N                  port (default 8080; 0 = any free port, printed at start)
   --threads N               compute threads (default: physical cores)
   --http-threads N          requests answered at once, one thread each (default 64; at
-                            least --queue-depth + 16, so /health always gets one)
+                            least --queue-depth + --parallel + 16)
   --max-connections N       open client connections (default 1024; idle ones hold no thread)
   --header-timeout-s S      a request head must arrive within S seconds (default 10)
   --body-timeout-s S        a request body must arrive within S seconds of its head (default 60)

@@ -17,7 +17,7 @@ struct DaemonConfig {
     std::string host = "127.0.0.1";
     int port = 8080;
     int threads = 0;                  // compute threads; 0 = physical cores
-    int http_threads = 64;            // requests answered at once (raised to queue depth + 16)
+    int http_threads = 64;            // requests answered at once (raised to queue depth + parallel + 16)
     int max_connections = 1024;       // open client connections (idle ones cost no thread)
     double header_timeout_s = 10;     // a request head must arrive within this
     double body_timeout_s = 60;       // ... and its body within this after the head

@@ -115,7 +115,7 @@ FrontOptions front_options(const DaemonConfig& c) {
     o.keep_alive_s = 5;
     o.write_timeout_s = std::max(1.0, c.slow_client_s);
     // Running + queued + a reserve for /health, /metrics and the quick routes.
-    o.max_handlers = std::max(c.http_threads, c.queue_depth + 16);
+    o.max_handlers = std::max(c.http_threads, c.queue_depth + c.parallel + 16);
     o.max_connections = c.max_connections;
     o.priority_paths = {"/health", "/v1/health", "/metrics"};
     return o;
