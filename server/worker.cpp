@@ -367,7 +367,7 @@ bool EngineWorker::step() {
             slot->step_tokens.insert(slot->step_tokens.end(), d.begin(), d.end());
         }
         slot->drafts = slot->step_tokens.size() - 1;
-        items.push_back({&session, slot->step_tokens, slot->drafts > 0});
+        items.push_back({&session, slot->step_tokens, slot->drafts > 0, &slot->job->cancel});
         members.push_back(slot.get());
         budget -= slot->step_tokens.size();
     }
@@ -377,7 +377,7 @@ bool EngineWorker::step() {
         if (slot->job && !slot->decoding && (!prefill || slot->order < prefill->order)) prefill = slot.get();
     if (prefill && budget > 0) {
         const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
-        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max)});
+        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->cancel});
         members.push_back(prefill);
     }
     if (items.empty()) return false;

@@ -177,7 +177,18 @@ public:
         }
         logits_valid_ = true;
     }
-    // After a failed evaluation the KDA state is partly advanced: start again from empty.
+    // After a failed evaluation the KDA state is partly advanced: back to the longest prefix of
+    // what the session held that the prompt cache can restore (or empty).
+    void roll_back() {
+        const std::vector<int32_t> had = tokens_;
+        reset();
+        PromptCache& cache = engine_.prompt_cache();
+        const PromptCache::Match m = cache.find(had);
+        if (m.resume > 0 && cache.restore(had, m.resume, st_, logits_)) {
+            tokens_.assign(had.begin(), had.begin() + std::ptrdiff_t(m.resume));
+            logits_valid_ = m.resume == had.size();
+        }
+    }
     void reset() {
         st_.reset_recurrent();
         st_.capture = false;
@@ -191,7 +202,7 @@ private:
         if (Status s = check_tokens(tokens, tokens_.size() + tokens.size()); !s.ok()) return s;
         const ForwardItem item = forward_item(tokens, false);
         if (Status s = engine_.evaluate_batch(std::span<const ForwardItem>(&item, 1), cancel); !s.ok()) {
-            reset();
+            roll_back();
             return s;
         }
         committed(tokens);
@@ -241,8 +252,9 @@ Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items
                                                  std::to_string(engine.model().act.max_tokens)};
     for (size_t i = 0; i < sessions.size(); ++i)
         forward_items.push_back(sessions[i]->forward_item(tokens[i], all_logits[i]));
-    if (Status st = engine.evaluate_batch(forward_items, nullptr); !st.ok()) {
-        for (SessionImpl* s : sessions) s->reset();
+    const CancelFlag* cancel = items.size() == 1 ? items[0].cancel : nullptr;
+    if (Status st = engine.evaluate_batch(forward_items, cancel); !st.ok()) {
+        for (SessionImpl* s : sessions) s->roll_back();
         return st;
     }
     for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->committed(tokens[i]);

@@ -167,6 +167,13 @@ public:
     // The worker's path: the prompt one token per step (so a cancel lands between prompt
     // tokens, like the real engine's check between layers), then one token per step.
     Status begin_prompt(std::span<const int32_t> tokens, int* reused) override {
+        const std::vector<int32_t> given(tokens.begin(), tokens.end());
+        if (o_.on_prompt) o_.on_prompt(given);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.prompts.push_back(given);
+            log_.reused.push_back(0);
+        }
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
         if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
         if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
@@ -176,6 +183,10 @@ public:
         tokens_.resize(common);
         prompt_.assign(tokens.begin(), tokens.end());
         if (reused) *reused = int(common);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.reused.back() = int(common);
+        }
         generated_ = 0;
         return {};
     }
@@ -194,10 +205,15 @@ public:
     Status truncate(size_t n) override {
         return n >= tokens_.size() ? Status{} : Status{StatusCode::InvalidArgument, "the fake does not verify drafts"};
     }
-    // One step's worth of tokens (FakeEngine::step).
-    Status evaluate(std::span<const int32_t> tokens) {
+    // One step's worth of tokens (FakeEngine::step), held like sync()/append() when asked.
+    Status evaluate(std::span<const int32_t> tokens, const CancelFlag* cancel) {
         if (tokens_.size() + tokens.size() > size_t(n_ctx_)) return {StatusCode::ContextFull, "context full"};
         const bool prompt = prompt_pending() > 0;
+        static const CancelFlag never{false};
+        const CancelFlag& c = cancel ? *cancel : never;
+        if (c.load()) return {StatusCode::Cancelled, "cancelled"};
+        const bool hold_here = prompt ? int(tokens_.size()) == o_.hold_at_prompt_token : generated_ == o_.hold_at_token;
+        if (hold_here && !wait_while_held(c)) return {StatusCode::Cancelled, "cancelled"};
         for (int32_t t : tokens) {
             tokens_.push_back(t);
             ++evaluated_;
@@ -276,7 +292,7 @@ public:
             delay = std::max(delay, static_cast<FakeSession*>(it.session)->delay_of(it.tokens));
         std::this_thread::sleep_for(delay);
         for (const StepItem& it : items)
-            if (Status s = static_cast<FakeSession*>(it.session)->evaluate(it.tokens); !s.ok()) return s;
+            if (Status s = static_cast<FakeSession*>(it.session)->evaluate(it.tokens, it.cancel); !s.ok()) return s;
         return {};
     }
     int max_step_tokens() const override { return 64; }

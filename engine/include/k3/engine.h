@@ -120,6 +120,9 @@ public:
         Session* session = nullptr;
         std::span<const int32_t> tokens;
         bool all_logits = false;  // keep every token's logits (Session::step_logits) and allow truncate()
+        // Checked between layers when the step holds this item alone (a lone prompt chunk can
+        // be cancelled mid-pass; a shared step finishes for the others' sake).
+        const CancelFlag* cancel = nullptr;
     };
     virtual Status step(std::span<const StepItem> items) = 0;
     virtual int max_step_tokens() const = 0;
