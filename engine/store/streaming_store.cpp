@@ -8,6 +8,7 @@
 #include "store/expert_cache.h"
 #include "io/file.h"
 #include "io/read_pool.h"
+#include "store/trunk_codec.h"
 #include "store/trunk_pack.h"
 #include "store/trunk_ring.h"
 #include "util/check.h"
@@ -20,6 +21,40 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Fixed buffers handed out to one compressed block read at a time; take() waits for a free one.
+class StagingBuffers {
+public:
+    void allocate(int n, size_t bytes) {
+        for (int i = 0; i < n; ++i) {
+            buffers_.emplace_back(bytes);
+            free_.push_back(buffers_.back().data());
+        }
+        bytes_ = bytes;
+    }
+    size_t buffer_bytes() const { return bytes_; }
+    uint8_t* take() {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !free_.empty(); });
+        uint8_t* b = free_.back();
+        free_.pop_back();
+        return b;
+    }
+    void give(uint8_t* b) {
+        {
+            std::lock_guard lock(mu_);
+            free_.push_back(b);
+        }
+        cv_.notify_one();
+    }
+
+private:
+    std::vector<AlignedBuffer> buffers_;
+    std::vector<uint8_t*> free_;
+    size_t bytes_ = 0;
+    std::mutex mu_;
+    std::condition_variable cv_;
+};
+
 class StreamingStore final : public WeightStore {
 public:
     StreamingStore(const StreamingLayout& layout, const MemoryPlan& plan);
@@ -31,10 +66,13 @@ public:
     void release_experts(int il) override;
     int max_experts_per_acquire() const override { return layout_.experts_per_token; }
     void prefetch_experts(int il, std::span<const int32_t> experts) override;
+
     WeightStoreStats stats() const override;
 
 private:
     Status read_layer(int il, uint8_t* buf, size_t cap, const uint8_t** payload);
+    Status read_compressed_layer(int il, uint8_t* buf, size_t cap, const uint8_t** payload);
+    Status verify_layer(int il, const uint8_t* payload);  // packed trunk: checksum on first read
     ReadRequest expert_request(int slot, int il, int ie);
 
     StreamingLayout layout_;
@@ -46,6 +84,7 @@ private:
     std::vector<const uint8_t*> pinned_run_;
     std::unique_ptr<TrunkRing> ring_;
     std::vector<std::atomic<bool>> checksum_verified_;
+    StagingBuffers staging_;  // compressed pack only
 
     // Experts: one arena of uniform slots; cache_ and the slot states are guarded by mu_.
     AlignedBuffer arena_;
@@ -74,6 +113,8 @@ StreamingStore::StreamingStore(const StreamingLayout& layout, const MemoryPlan& 
              int(plan.trunk.pinned.size()), layout.n_layers);
     for (const auto& p : layout_.files) files_.push_back(File::open(p));
     pool_ = std::make_unique<ReadPool>(kReaderThreads);
+    if (!layout_.layer_blocks.empty())
+        staging_.allocate(kCodecStagingBuffers, window_capacity(int64_t(max_encoded_bytes(layout_.codec_block_bytes))));
 
     pinned_buf_.resize(size_t(layout.n_layers));
     pinned_run_.assign(size_t(layout.n_layers), nullptr);
@@ -107,8 +148,68 @@ StreamingStore::~StreamingStore() {
     pool_.reset();
 }
 
+// A layer of a compressed pack: its blocks are read into staging buffers, a few in flight, and
+// each is decoded into `buf` by the reader thread that read it, while the next blocks are read.
+Status StreamingStore::read_compressed_layer(int il, uint8_t* buf, size_t cap, const uint8_t** payload) {
+    const ByteRun& run = layout_.layer_runs[il];
+    const std::vector<int64_t>& blocks = layout_.layer_blocks[il];
+    const File& file = files_[run.shard];
+    if (cap < size_t(run.nbytes))
+        return io_error(file.path(), run.offset, run.nbytes, "buffer smaller than layer " + std::to_string(il));
+    struct Latch {
+        std::mutex mu;
+        std::condition_variable cv;
+        int pending = 0;
+        Status failure;
+    };
+    auto latch = std::make_shared<Latch>();
+    const int64_t B = layout_.codec_block_bytes;
+    int64_t at = run.offset;
+    for (size_t k = 0; k < blocks.size(); ++k) {
+        uint8_t* stage = staging_.take();
+        const int64_t raw_lo = int64_t(k) * B, raw_n = std::min(B, run.nbytes - raw_lo), enc = blocks[k];
+        ReadRequest r;
+        r.file = &file;
+        r.offset = at;
+        r.nbytes = enc;
+        r.buf = stage;
+        r.cap = staging_.buffer_bytes();
+        r.done = [this, latch, stage, dst = buf + raw_lo, raw_n, enc, at, k, il, &file](const Status& st, const uint8_t* p) {
+            Status s = st;
+            if (s.ok() && !decode_block(p, size_t(enc), dst, size_t(raw_n)))
+                s = io_error(file.path(), at, enc,
+                             "block " + std::to_string(k) + " of layer " + std::to_string(il) +
+                                 " of the compressed trunk does not decode (trunk.bin damaged?)");
+            staging_.give(stage);
+            std::lock_guard lock(latch->mu);
+            if (!s.ok() && latch->failure.ok()) latch->failure = s;
+            if (--latch->pending == 0) latch->cv.notify_all();
+        };
+        {
+            std::lock_guard lock(latch->mu);
+            ++latch->pending;
+        }
+        std::vector<ReadRequest> one;
+        one.push_back(std::move(r));
+        pool_->submit(std::move(one));
+        at += align_up(enc, kTrunkPackAlign);
+    }
+    std::unique_lock lock(latch->mu);
+    latch->cv.wait(lock, [&] { return latch->pending == 0; });
+    if (!latch->failure.ok()) return latch->failure;
+    trunk_bytes_read_ += uint64_t(at - run.offset);
+    *payload = buf;
+    return Status::Ok();
+}
+
 Status StreamingStore::read_layer(int il, uint8_t* buf, size_t cap, const uint8_t** payload) {
     const ByteRun& run = layout_.layer_runs[il];
+    if (!layout_.layer_blocks.empty() && !layout_.layer_blocks[il].empty()) {
+        Status s = read_compressed_layer(il, buf, cap, payload);
+        if (!s.ok()) return s;
+        trunk_layer_reads_++;
+        return verify_layer(il, *payload);
+    }
     ReadRequest r;
     r.file = &files_[run.shard];
     r.offset = run.offset;
@@ -124,8 +225,13 @@ Status StreamingStore::read_layer(int il, uint8_t* buf, size_t cap, const uint8_
     if (!s.ok()) return s;
     trunk_bytes_read_ += uint64_t(run.nbytes);
     trunk_layer_reads_++;
+    return verify_layer(il, *payload);
+}
+
+Status StreamingStore::verify_layer(int il, const uint8_t* payload) {
+    const ByteRun& run = layout_.layer_runs[il];
     if (!layout_.layer_checksums.empty() && !checksum_verified_[il].load()) {
-        uint64_t sum = run_checksum(*payload, size_t(run.nbytes));
+        uint64_t sum = run_checksum(payload, size_t(run.nbytes));
         if (sum != layout_.layer_checksums[il])
             return io_error(files_[run.shard].path(), run.offset, run.nbytes,
                             "layer " + std::to_string(il) + " of the packed trunk does not match its checksum in trunk.json");
@@ -305,6 +411,11 @@ StreamingLayout layout_of(const Checkpoint& ckpt, const std::string& trunk_dir) 
         for (const auto& pl : pack.layers) {
             l.layer_runs[pl.layer] = ByteRun{bin, pl.file_offset, pl.nbytes};
             l.layer_checksums.push_back(pl.checksum);
+        }
+        if (pack.compressed) {
+            l.codec_block_bytes = pack.block_bytes;
+            l.layer_blocks.resize(pack.layers.size());
+            for (const auto& pl : pack.layers) l.layer_blocks[size_t(pl.layer)] = pl.blocks;
         }
     }
     return l;

@@ -25,7 +25,16 @@ struct StreamingLayout {
     int experts_per_token = 0;
     // When the layers come from a packed trunk: each run's checksum, verified on its first read.
     std::vector<uint64_t> layer_checksums;
+    // A compressed pack (trunk_pack.h, version 2): per layer the encoded size of each block of
+    // codec_block_bytes raw bytes; the blocks start at layer_runs[il].offset, each 4096-aligned,
+    // and layer_runs[il].nbytes is the raw run. Empty: layers are read as they are.
+    std::vector<std::vector<int64_t>> layer_blocks;
+    int64_t codec_block_bytes = 0;
 };
+
+// Compressed blocks in flight per layer read: each has a staging buffer it is read into and
+// decoded from (on the read pool's thread, so decoding overlaps the next blocks' reads).
+inline constexpr int kCodecStagingBuffers = 4;
 
 // The checkpoint's shards, or (when trunk_dir is set) its packed trunk for the layer runs after
 // open_trunk_pack() has checked it.

@@ -13,6 +13,7 @@
 
 #include "io/file.h"
 #include "k3/error.h"
+#include "store/trunk_codec.h"
 
 namespace k3::io {
 
@@ -83,6 +84,35 @@ void check_read(const Status& s) {
 
 }  // namespace
 
+// Raw bytes [at, at + n) of a compressed layer, by decoding the blocks that hold them (the
+// load-time probe; the engine's reads go through the streaming store).
+static Status read_packed_bytes(const File& bin, const TrunkPack& pack, const PackedLayer& pl, int64_t at, int64_t n,
+                                uint8_t* dst) {
+    std::vector<uint8_t> enc, raw;
+    for (int64_t k = at / pack.block_bytes; k * pack.block_bytes < at + n; ++k) {
+        const int64_t raw_lo = k * pack.block_bytes, raw_n = std::min(pack.block_bytes, pl.nbytes - raw_lo);
+        enc.resize(size_t(pl.blocks[size_t(k)]));
+        raw.resize(size_t(raw_n));
+        if (Status s = bin.pread_full(enc.data(), enc.size(), pl.block_offset(size_t(k))); !s.ok()) return s;
+        if (!decode_block(enc.data(), enc.size(), raw.data(), raw.size()))
+            return io_error(bin.path(), pl.block_offset(size_t(k)), int64_t(enc.size()),
+                            "block " + std::to_string(k) + " of layer " + std::to_string(pl.layer) + " does not decode");
+        const int64_t lo = std::max(at, raw_lo), hi = std::min(at + n, raw_lo + raw_n);
+        std::memcpy(dst + (lo - at), raw.data() + (lo - raw_lo), size_t(hi - lo));
+    }
+    return Status::Ok();
+}
+
+int64_t PackedLayer::block_offset(size_t k) const {
+    int64_t at = file_offset;
+    for (size_t j = 0; j < k; ++j) at += align_up(blocks[j], kTrunkPackAlign);
+    return at;
+}
+
+int64_t PackedLayer::stored_bytes() const {
+    return blocks.empty() ? nbytes : block_offset(blocks.size()) - file_offset;
+}
+
 uint64_t run_checksum(const uint8_t* data, size_t n) {
     RunHasher h;
     h.update(data, n);
@@ -90,7 +120,7 @@ uint64_t run_checksum(const uint8_t* data, size_t n) {
 }
 
 TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& out_dir,
-                           const std::function<void(const std::string&)>& progress) {
+                           const std::function<void(const std::string&)>& progress, bool compress) {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
     if (ec) throw Error(ErrorKind::Io, "cannot create " + out_dir.string() + ": " + ec.message());
@@ -104,9 +134,24 @@ TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& 
 
     TrunkPack pack;
     pack.dir = out_dir;
-    constexpr size_t kChunk = size_t(64) << 20;
-    std::vector<uint8_t> chunk(kChunk);
+    pack.compressed = compress;
+    pack.block_bytes = compress ? kCodecBlockBytes : 0;
+    constexpr size_t kChunk = size_t(64) << 20;  // a whole number of codec blocks
+    static_assert(kChunk % size_t(kCodecBlockBytes) == 0);
+    std::vector<uint8_t> chunk(kChunk), encoded;
     int64_t file_offset = 0;
+    double entropy_sum = 0, entropy_words = 0;
+    auto write_at = [&](const uint8_t* p, size_t n, int64_t at) {
+        for (size_t w = 0; w < n;) {
+            ssize_t r = ::pwrite(out, p + w, n - w, off_t(at + int64_t(w)));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                ::close(out);
+                throw Error(ErrorKind::Io, "cannot write " + bin_tmp.string() + ": " + std::strerror(errno));
+            }
+            w += size_t(r);
+        }
+    };
     for (int il = 0; il < int(ckpt.layer_runs.size()); ++il) {
         const ByteRun& run = ckpt.layer_runs[il];
         PackedLayer pl;
@@ -116,26 +161,32 @@ TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& 
         pl.shard = shards[run.shard].path.filename().string();
         pl.shard_offset = run.offset;
         RunHasher hasher;
+        int64_t write_at_offset = file_offset;
         for (int64_t done = 0; done < run.nbytes;) {
             size_t n = size_t(std::min<int64_t>(int64_t(kChunk), run.nbytes - done));
             check_read(files[run.shard].pread_full(chunk.data(), n, run.offset + done));
             hasher.update(chunk.data(), n);
-            for (size_t w = 0; w < n;) {
-                ssize_t r = ::pwrite(out, chunk.data() + w, n - w, off_t(file_offset + done + int64_t(w)));
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) {
-                    ::close(out);
-                    throw Error(ErrorKind::Io, "cannot write " + bin_tmp.string() + ": " + std::strerror(errno));
+            if (!compress) {
+                write_at(chunk.data(), n, file_offset + done);
+            } else {
+                for (size_t b = 0; b < n; b += size_t(kCodecBlockBytes)) {
+                    const size_t raw = std::min(n - b, size_t(kCodecBlockBytes));
+                    encoded.clear();
+                    const size_t enc = encode_block(chunk.data() + b, raw, encoded);
+                    write_at(encoded.data(), enc, write_at_offset);
+                    pl.blocks.push_back(int64_t(enc));
+                    write_at_offset += align_up(int64_t(enc), kTrunkPackAlign);
+                    entropy_sum += high_byte_entropy_bits(chunk.data() + b, raw) * double(raw / 2);
+                    entropy_words += double(raw / 2);
                 }
-                w += size_t(r);
             }
             done += int64_t(n);
         }
         pl.checksum = hasher.finish();
-        file_offset = align_up(file_offset + run.nbytes, kTrunkPackAlign);
+        file_offset = align_up(file_offset + pl.stored_bytes(), kTrunkPackAlign);
         if (progress)
             progress("layer " + std::to_string(il) + ": " + std::to_string(run.nbytes) + " bytes from " + pl.shard +
-                     " at " + std::to_string(run.offset));
+                     " at " + std::to_string(run.offset) + ", " + std::to_string(pl.stored_bytes()) + " stored");
         pack.layers.push_back(pl);
     }
     if (ftruncate(out, off_t(file_offset)) != 0 || fsync(out) != 0) {
@@ -145,18 +196,22 @@ TrunkPack write_trunk_pack(const Checkpoint& ckpt, const std::filesystem::path& 
     ::close(out);
 
     nlohmann::json j;
+    pack.high_byte_entropy_bits = entropy_words > 0 ? entropy_sum / entropy_words : 0;
     j["format"] = "k3serve-trunk-pack";
-    j["version"] = 1;
+    j["version"] = compress ? 2 : 1;
+    if (compress) {
+        j["codec"] = "bf16-nibble";
+        j["block_bytes"] = pack.block_bytes;
+    }
     j["align"] = kTrunkPackAlign;
     j["n_layers"] = pack.layers.size();
     j["model"] = ckpt.dir.filename().string();
-    for (const auto& pl : pack.layers)
-        j["layers"].push_back({{"layer", pl.layer},
-                               {"file_offset", pl.file_offset},
-                               {"nbytes", pl.nbytes},
-                               {"shard", pl.shard},
-                               {"shard_offset", pl.shard_offset},
-                               {"checksum", hex64(pl.checksum)}});
+    for (const auto& pl : pack.layers) {
+        nlohmann::json e = {{"layer", pl.layer},       {"file_offset", pl.file_offset},   {"nbytes", pl.nbytes},
+                            {"shard", pl.shard},       {"shard_offset", pl.shard_offset}, {"checksum", hex64(pl.checksum)}};
+        if (compress) e["blocks"] = pl.blocks;
+        j["layers"].push_back(std::move(e));
+    }
     std::filesystem::path json_tmp = out_dir / (std::string(kTrunkPackManifest) + ".tmp");
     {
         std::ofstream o(json_tmp);
@@ -183,8 +238,15 @@ TrunkPack open_trunk_pack(const std::filesystem::path& dir, const Checkpoint& ck
     TrunkPack pack;
     pack.dir = dir;
     try {
-        if (j.value("format", "") != "k3serve-trunk-pack" || j.value("version", 0) != 1)
-            problems.push_back("format/version is not k3serve-trunk-pack 1");
+        const int version = j.value("version", 0);
+        if (j.value("format", "") != "k3serve-trunk-pack" || (version != 1 && version != 2))
+            problems.push_back("format/version is not k3serve-trunk-pack 1 or 2");
+        if (version == 2) {
+            pack.compressed = true;
+            pack.block_bytes = j.value("block_bytes", int64_t(0));
+            if (j.value("codec", "") != "bf16-nibble") problems.push_back("codec is not bf16-nibble");
+            if (pack.block_bytes <= 0 || pack.block_bytes % 2 != 0) problems.push_back("block_bytes is not a positive even number");
+        }
         if (j.value("align", 0) != kTrunkPackAlign) problems.push_back("align is not 4096");
         const auto& layers = j.at("layers");
         if (layers.size() != ckpt.layer_runs.size())
@@ -198,6 +260,7 @@ TrunkPack open_trunk_pack(const std::filesystem::path& dir, const Checkpoint& ck
             pl.shard = e.at("shard").get<std::string>();
             pl.shard_offset = e.at("shard_offset").get<int64_t>();
             pl.checksum = std::stoull(e.at("checksum").get<std::string>(), nullptr, 16);
+            if (pack.compressed) pl.blocks = e.at("blocks").get<std::vector<int64_t>>();
             pack.layers.push_back(pl);
         }
     } catch (const std::exception& e) {
@@ -221,7 +284,16 @@ TrunkPack open_trunk_pack(const std::filesystem::path& dir, const Checkpoint& ck
                 problems.push_back(where + "packed from " + pl.shard + " at " + std::to_string(pl.shard_offset) +
                                    ", the checkpoint has it in " + shard_name + " at " + std::to_string(run.offset));
             if (pl.file_offset % kTrunkPackAlign != 0) problems.push_back(where + "file_offset is not 4096-aligned");
-            if (pl.file_offset + pl.nbytes > bin.size_at_open())
+            if (pack.compressed) {
+                const int64_t want = pack.block_bytes > 0 ? (pl.nbytes + pack.block_bytes - 1) / pack.block_bytes : -1;
+                bool sizes_ok = int64_t(pl.blocks.size()) == want;
+                for (size_t k = 0; sizes_ok && k < pl.blocks.size(); ++k) {
+                    const int64_t raw = std::min(pack.block_bytes, pl.nbytes - int64_t(k) * pack.block_bytes);
+                    sizes_ok = pl.blocks[k] > 0 && pl.blocks[k] <= int64_t(max_encoded_bytes(raw));
+                }
+                if (!sizes_ok) problems.push_back(where + "block table does not fit a run of " + std::to_string(pl.nbytes) + " bytes");
+            }
+            if (problems.empty() && pl.file_offset + pl.stored_bytes() > bin.size_at_open())
                 problems.push_back(where + "run ends past the end of " + bin_path.string());
             if (!problems.empty()) continue;
             // The first and last bytes of the run, in both files.
@@ -230,7 +302,8 @@ TrunkPack open_trunk_pack(const std::filesystem::path& dir, const Checkpoint& ck
             for (int64_t at : {int64_t(0), run.nbytes - probe}) {
                 a.resize(size_t(probe));
                 b.resize(size_t(probe));
-                Status s1 = bin.pread_full(a.data(), size_t(probe), pl.file_offset + at);
+                Status s1 = pack.compressed ? read_packed_bytes(bin, pack, pl, at, probe, a.data())
+                                            : bin.pread_full(a.data(), size_t(probe), pl.file_offset + at);
                 Status s2 = shard.pread_full(b.data(), size_t(probe), run.offset + at);
                 if (!s1.ok() || !s2.ok()) {
                     problems.push_back(where + (s1.ok() ? s2.message : s1.message));

@@ -15,6 +15,35 @@ namespace k3 {
 
 inline constexpr int kMaxJsonDepth = 64;
 
+// SAX events of a document, keeping one key set per open object: the first key repeated
+// inside one object lands in `duplicate`.
+struct DuplicateKeyFinder : nlohmann::json_sax<nlohmann::json> {
+    std::vector<std::set<std::string>> open;
+    std::string duplicate;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override {
+        open.emplace_back();
+        return true;
+    }
+    bool key(string_t& k) override {
+        if (!open.empty() && !open.back().insert(k).second && duplicate.empty()) duplicate = k;
+        return true;
+    }
+    bool end_object() override {
+        if (!open.empty()) open.pop_back();
+        return true;
+    }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
 // Parses `text`; on any problem throws Error(kind, "<origin>: <what is wrong>").
 inline nlohmann::json parse_strict_json(std::string_view text, const std::string& origin, ErrorKind kind) {
     int depth = 0;
@@ -33,31 +62,18 @@ inline nlohmann::json parse_strict_json(std::string_view text, const std::string
             --depth;
         }
     }
-    // One key set per open object; arrays push an empty marker so object_end pops the right one.
-    std::vector<std::set<std::string>> open;
-    std::string duplicate;
-    auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        using E = nlohmann::json::parse_event_t;
-        switch (event) {
-            case E::object_start: open.emplace_back(); break;
-            case E::object_end:
-                if (!open.empty()) open.pop_back();
-                break;
-            case E::key:
-                if (!open.empty() && parsed.is_string() && !open.back().insert(parsed.get<std::string>()).second &&
-                    duplicate.empty())
-                    duplicate = parsed.get<std::string>();
-                break;
-            default: break;
-        }
-        return true;
-    };
     nlohmann::json out;
     try {
-        out = nlohmann::json::parse(text.begin(), text.end(), callback);
+        out = nlohmann::json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::exception& e) {
         throw Error(kind, origin + ": malformed JSON: " + e.what());
     }
+    // Repeated keys, found by a second pass over the events. (A parse callback would do it in
+    // one pass, but nlohmann's callback parser rescans the enclosing object at every object
+    // end: quadratic in a safetensors header's 9,000+ tensors, seconds per k3-mini shard.)
+    DuplicateKeyFinder finder;
+    nlohmann::json::sax_parse(text.begin(), text.end(), &finder);
+    std::string duplicate = finder.duplicate;
     if (!duplicate.empty()) {
         if (duplicate.size() > 200) duplicate = duplicate.substr(0, 200) + "...";
         throw Error(kind, origin + ": key \"" + duplicate + "\" appears twice in one JSON object");

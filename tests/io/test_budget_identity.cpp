@@ -117,6 +117,9 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
         auto pack = tmp_root() / ("io-identity-pack-" + preset);
         std::filesystem::remove_all(pack);
         REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --quiet") == 0);
+        auto zpack = tmp_root() / ("io-identity-zpack-" + preset);
+        std::filesystem::remove_all(zpack);
+        REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + zpack.string() + " --compress --quiet") == 0);
 
         Outputs resident = run_model(model, MemoryOptions{});
         struct Case {
@@ -128,6 +131,8 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             {"half-way", budget(gb((b.trunk_edge + b.trunk_all) / 2), gb(std::max(b.pool / 2, b.cache_min)))},
             {"smallest ring, smallest cache", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096))},
             {"smallest, packed trunk", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), pack.string())},
+            {"smallest, compressed trunk", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string())},
+            {"everything fits, compressed trunk", budget(gb(b.trunk_all), gb(b.pool), zpack.string())},
         };
         for (const auto& c : cases) {
             CAPTURE(std::string(c.name));
@@ -182,6 +187,25 @@ TEST_CASE("a packed trunk truncated after start-up fails the step naming trunk.b
     CHECK(st.message.find("trunk.bin") != std::string::npos);
 }
 
+TEST_CASE("a compressed trunk truncated after start-up fails the step naming trunk.bin") {
+    auto model = fixture_model("tiny");
+    auto pack = tmp_root() / "io-identity-zpack-truncated";
+    std::filesystem::remove_all(pack);
+    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --compress --quiet") == 0);
+    Budgets b = budgets_of(model);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory = budget(gb(b.trunk_edge + 4096), -1, pack.string());
+    auto engine = Engine::load(o);
+    std::filesystem::resize_file(pack / "trunk.bin", 4096);
+    auto s = engine->new_session(64);
+    CancelFlag cancel{false};
+    Status st = s->sync(prompt_for(engine->info().n_vocab), cancel);
+    CHECK(st.code == StatusCode::IoError);
+    CHECK(st.message.find("trunk.bin") != std::string::npos);
+}
+
+
 TEST_CASE("a packed trunk that does not match the checkpoint is refused at load") {
     auto model = fixture_model("tiny");
     auto pack = tmp_root() / "io-identity-pack-stale";
@@ -208,6 +232,30 @@ TEST_CASE("a packed trunk that does not match the checkpoint is refused at load"
         CHECK_THROWS_WITH_AS(Engine::load(o), doctest::Contains("trunk.bin is missing"), Error);
     }
 }
+
+TEST_CASE("a compressed trunk whose bytes changed is refused at load") {
+    auto model = fixture_model("tiny");
+    auto pack = tmp_root() / "io-identity-zpack-stale";
+    std::filesystem::remove_all(pack);
+    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --compress --quiet") == 0);
+    Checkpoint ckpt = open_checkpoint(model);
+    io::TrunkPack p = io::open_trunk_pack(pack, ckpt);
+    REQUIRE(p.compressed);
+    // A byte of layer 1's first block, past its header: a low byte or a 4-bit code changes.
+    std::FILE* f = std::fopen((pack / "trunk.bin").c_str(), "r+b");
+    REQUIRE(f);
+    const long at = long(p.layers[1].file_offset) + 40;
+    std::fseek(f, at, SEEK_SET);
+    int c = std::fgetc(f);
+    std::fseek(f, at, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory.trunk_dir = pack.string();
+    CHECK_THROWS_WITH_AS(Engine::load(o), doctest::Contains("layer 1: "), Error);
+}
+
 
 TEST_CASE("k3serve run takes the memory options and reports them") {
     auto model = fixture_model("tiny");
