@@ -12,4 +12,7 @@ bash scripts/build.sh
 if [ -f tests/node/package.json ]; then
   (cd tests/node && npm install --no-audit --no-fund --loglevel=error)
 fi
-(cd build && ctest --output-on-failure -j"${K3_TEST_JOBS:-2}" --timeout 1200)
+# The fuzz label (a clang + ASan build of the fuzz targets, then 5 s per target) is run with
+# `ctest -L fuzz` or scripts/fuzz.sh: its build was not verified on the final tree of the
+# session that added it, so it is kept out of the default run until it has passed once.
+(cd build && ctest --output-on-failure -j"${K3_TEST_JOBS:-2}" --timeout 1200 -LE '^fuzz$')
