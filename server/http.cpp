@@ -272,7 +272,11 @@ struct HttpServer::Impl {
                                       : res.status == 405 ? req.method + " is not allowed on " + req.path +
                                                                 " (allowed: " + res.get_header_value("Allow") + ")"
                                                           : "HTTP error " + std::to_string(res.status);
-                state.metrics.count_request(res.status >= 500 ? RequestOutcome::Error : RequestOutcome::Invalid);
+                // the front's own 503 (every handler busy, too many connections) is a refusal
+                // under load, like a full queue, not a server error
+                state.metrics.count_request(res.status == 503  ? RequestOutcome::RejectedFull
+                                            : res.status >= 500 ? RequestOutcome::Error
+                                                                : RequestOutcome::Invalid);
                 send_error(res, transport_error(res.status, message));
                 if (res.status == 503 && !res.has_header("Retry-After")) res.set_header("Retry-After", "2");
             }

@@ -134,13 +134,16 @@ TEST_CASE("session: a cancel in the middle of a forward pass rolls back, and the
     Model& model = static_cast<EngineImpl&>(*e).model();
     const ModelConfig& c = static_cast<EngineImpl&>(*e).config();
     const int V = e->info().n_vocab;
-    const auto A = test_prompt(10, V, 7), B = test_prompt(6, V, 8);
-    std::vector<int32_t> AB = A;
-    AB.insert(AB.end(), B.begin(), B.end());
-    const auto want = cold_logits(*e, AB);
+    const auto A = test_prompt(10, V, 7);
 
     for (int k : {1, c.num_hidden_layers / 2, c.num_hidden_layers - 2}) {
         CAPTURE(k);
+        // A continuation of its own for each k: the engine's prompt cache keeps the AB of an
+        // earlier k, which a repeated AB would resume from without any forward pass to cancel.
+        const auto B = test_prompt(6, V, 8 + k);
+        std::vector<int32_t> AB = A;
+        AB.insert(AB.end(), B.begin(), B.end());
+        const auto want = cold_logits(*e, AB);
         auto s = e->new_session(64);
         CancelFlag cancel{false};
         REQUIRE(s->sync(A, cancel).ok());  // the session now holds A and a snapshot at its end

@@ -79,7 +79,8 @@ test('the UI files are served with their types, caching headers and a strict CSP
 test('chat: streams an answer, shows figures while generating, regenerates from the cache', async () => {
   const page = await openPage(browser.context, daemon.url + '/');
   await ready(page);
-  assert.match(await page.textContent('#model-name'), /node-tiny-model/);
+  const served = (await (await fetch(daemon.url + '/v1/models')).json()).data[0].id;
+  assert.equal(await page.textContent('#model-name'), '· ' + served, 'the header names the served model');
   await screenshot(page, 'chat-empty');
   // Long enough (about 5 s) for several status polls during the generation.
   await greedySettings(page, 800);
