@@ -381,7 +381,8 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
     std::vector<ChatMessage> chat = parse_chat_messages(*messages);
     ChatOptions options = parse_thinking(body);
-    apply_tools(parse_chat_tools(body), options, r.params);
+    ToolRequest tools = parse_chat_tools(body);
+    apply_tools(tools, options, r.params);
     try {
         r.prompt = render_chat(tok, chat, options);
     } catch (const Error& e) {
@@ -391,6 +392,13 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     r.params.thinking = options.thinking;
     // The grammar holds the response; with thinking on, free reasoning comes before it.
     if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(options.thinking));
+    // A required or named tool call is enforced the same way (its grammar covers thinking itself).
+    if (auto calls = tool_call_grammar(tools, options.thinking)) {
+        if (r.params.grammar)
+            throw bad_request("tool_choice", "a required tool call and a 'response_format' cannot be combined",
+                              "unsupported_parameter");
+        r.params.grammar = std::move(calls);
+    }
     if (get_bool(body, "logprobs").value_or(false))
         r.params.logprobs = int(get_int(body, "top_logprobs", 0, 20).value_or(0));
     else if (field(body, "top_logprobs"))

@@ -121,6 +121,25 @@ void apply_tools(const ToolRequest& tools, ChatOptions& options, GenerationParam
     params.tools_json = options.tools_json;
 }
 
+std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking) {
+    if (!tools.any() || tools.choice != ToolChoice::Required) return nullptr;
+    std::vector<ToolDeclaration> declarations;
+    for (const auto& tool : tools.tools) {
+        const json& f = tool["function"];
+        std::string name = f["name"];
+        if (!tools.forced.empty() && name != tools.forced) continue;
+        declarations.push_back({name, f.contains("parameters") ? f["parameters"].dump() : ""});
+    }
+    ToolCallOptions options;
+    options.thinking = thinking;
+    options.max_calls = tools.parallel && tools.forced.empty() ? 16 : 1;
+    try {
+        return std::make_shared<const Grammar>(Grammar::tool_calls(declarations, options));
+    } catch (const GrammarError& e) {
+        throw bad_request("tools", e.what(), "unsupported_schema");
+    }
+}
+
 void CallRegistry::add_turn(const std::vector<std::pair<std::string, std::string>>& id_and_name) {
     for (size_t i = 0; i < id_and_name.size(); ++i) {
         const auto& [id, name] = id_and_name[i];

@@ -11,6 +11,7 @@
 
 #include "job.h"
 #include "k3/chat.h"
+#include "k3/grammar.h"
 
 namespace k3::server {
 
@@ -36,6 +37,10 @@ void parse_tool_choice(const json& choice, ToolRequest& tools, const std::string
 
 // Sets the chat options and the job's tool parsing from the request's tools.
 void apply_tools(const ToolRequest& tools, ChatOptions& options, GenerationParams& params);
+// tool_choice "required" or a named function: the grammar that holds the turn to calls of the
+// declared (or the named) tools with arguments valid for their schemas (k3/grammar.h); null
+// otherwise. Throws a 400 naming a schema keyword the grammar engine does not enforce.
+std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking);
 
 // Calls made in the history, by id, so a tool result can name its call.
 class CallRegistry {

@@ -2,10 +2,11 @@
 // and worker over the FakeEngine (scripted XTML output): the Vercel AI SDK through
 // @ai-sdk/openai-compatible (chat completions) and @ai-sdk/openai (its default, the Responses
 // API), and LangChain's ChatOpenAI (chat completions and useResponsesApi): text, streaming and
-// tool calls with their arguments parsed by each library's own schema checks.
+// tool calls with their arguments parsed by each library's own schema checks, and structured
+// output (generateObject, withStructuredOutput) through response_format / text.format.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateText, streamText, tool } from 'ai';
+import { generateObject, generateText, streamText, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { ChatOpenAI } from '@langchain/openai';
@@ -18,15 +19,20 @@ const CALL_TURN =
   '<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>' +
   '<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>';
 const ANSWER = 'Hello from the fake engine!';
+// What the "JSON" daemon writes: an object valid for `citySchema` (the grammar lets it through).
+const JSON_ANSWER = '{"city":"Paris","days":3}';
+const citySchema = z.object({ city: z.string(), days: z.number().int() });
 
-let text, tools;
+let text, tools, jsonOut;
 before(async () => {
   text = await startDaemon('fake');
   tools = await startDaemon('fake', ['--xtml', CALL_TURN]);
+  jsonOut = await startDaemon('fake', ['--answer', JSON_ANSWER]);
 });
 after(async () => {
   assert.equal(await text.stop(), 0);
   assert.equal(await tools.stop(), 0);
+  assert.equal(await jsonOut.stop(), 0);
 });
 
 const weatherTool = () => tool({
@@ -62,6 +68,9 @@ for (const [name, makeModel] of [
     });
     const calls = await streamedCall.toolCalls;
     assert.deepEqual(calls.map((c) => [c.toolName, c.input]), [['get_weather', { city: 'Paris' }]]);
+    // generateObject: a JSON schema from zod, enforced by constrained output.
+    const obj = await generateObject({ model: makeModel(jsonOut.url), schema: citySchema, prompt: 'A city', temperature: 0, maxRetries: 0 });
+    assert.deepEqual(obj.object, { city: 'Paris', days: 3 });
   });
 }
 
@@ -86,5 +95,7 @@ for (const useResponsesApi of [false, true]) {
     assert.equal(called.tool_calls.length, 1);
     assert.equal(called.tool_calls[0].name, 'get_weather');
     assert.deepEqual(called.tool_calls[0].args, { city: 'Paris' });
+    const structured = make(jsonOut.url).withStructuredOutput(citySchema, { method: 'jsonSchema' });
+    assert.deepEqual(await structured.invoke('A city'), { city: 'Paris', days: 3 });
   });
 }

@@ -1,9 +1,11 @@
 // The official `openai` npm package against the real daemon (`k3serve serve`) on the tiny
 // synthetic model: chat and completions, streamed and not (greedy, so both must agree), usage,
-// the reused-prefix count of a second turn, and errors from the real validation path.
+// the reused-prefix count of a second turn, errors from the real validation path, n > 1, and
+// required/named tool calls held to their schemas by constrained decoding.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { startDaemon } from './daemon.mjs';
 
 let daemon, client, model;
@@ -84,4 +86,70 @@ test('four concurrent streams (--parallel 4, batched) each give the text they gi
   assert.deepEqual(together, alone);
   const slots = await (await fetch(daemon.url + '/slots')).json();
   assert.equal(slots.slots.length, 4);
+});
+
+// tool_choice "required" and a named function: random weights cannot choose tools, so the
+// constraint is the test. Every answer must be a call to a declared tool (the named one when
+// named) whose arguments validate against the tool's JSON schema (ajv); the SDK's stream helper
+// assembles the same calls as the whole response with the same seed; a full agent loop reuses
+// the first turn's cached prompt.
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', additionalProperties: false, required: ['city', 'unit'],
+      properties: { city: { type: 'string', maxLength: 12 }, unit: { type: 'string', enum: ['C', 'F'] },
+        days: { type: 'integer', minimum: 1, maximum: 7 } } } } },
+  { type: 'function', function: { name: 'add', description: 'Add numbers',
+    parameters: { type: 'object', additionalProperties: false, required: ['numbers'],
+      properties: { numbers: { type: 'array', items: { type: 'number', minimum: -100, maximum: 100 }, maxItems: 3 },
+        exact: { type: 'boolean' } } } } },
+];
+const validators = Object.fromEntries(tools.map((t) => [t.function.name, new Ajv().compile(t.function.parameters)]));
+
+function checkCalls(message, names) {
+  assert.ok(message.tool_calls && message.tool_calls.length >= 1, JSON.stringify(message));
+  for (const call of message.tool_calls) {
+    assert.ok(names.includes(call.function.name), call.function.name);
+    const args = JSON.parse(call.function.arguments);
+    const validate = validators[call.function.name];
+    assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+  }
+}
+
+test('tool_choice required: a declared tool, arguments valid for its schema, over several seeds', async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Use a tool.' }], tools, tool_choice: 'required',
+      temperature: 1, seed, max_tokens: 200,
+    });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    checkCalls(r.choices[0].message, ['get_weather', 'add']);
+  }
+});
+
+test('a named function is the one called; streamed deltas assemble into the same calls', async () => {
+  const req = {
+    model, messages: [{ role: 'user', content: 'Add something.' }], tools,
+    tool_choice: { type: 'function', function: { name: 'add' } }, temperature: 1, seed: 11, max_tokens: 200,
+  };
+  const whole = await client.chat.completions.create(req);
+  checkCalls(whole.choices[0].message, ['add']);
+  const final = await client.chat.completions.stream(req).finalChatCompletion();
+  const strip = (m) => m.tool_calls.map((c) => [c.function.name, c.function.arguments]);
+  assert.deepEqual(strip(final.choices[0].message), strip(whole.choices[0].message));
+});
+
+test('agent loop: call, tool result, next turn reuses the cached prompt', async () => {
+  const messages = [{ role: 'user', content: 'What is the weather?' }];
+  const first = await client.chat.completions.create({
+    model, messages, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    temperature: 0, max_tokens: 200,
+  });
+  checkCalls(first.choices[0].message, ['get_weather']);
+  messages.push(first.choices[0].message);
+  for (const call of first.choices[0].message.tool_calls)
+    messages.push({ role: 'tool', tool_call_id: call.id, content: '{"temp":21}' });
+  const second = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required', temperature: 0, max_tokens: 200 });
+  checkCalls(second.choices[0].message, ['get_weather', 'add']);
+  assert.ok(second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens,
+    `${second.usage.prompt_tokens_details.cached_tokens} < ${first.usage.prompt_tokens}`);
 });
