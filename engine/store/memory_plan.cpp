@@ -180,7 +180,12 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
             double avail_gb = double(mem_available) / kGB;
             // (the prompt cache's default for auto comes out of the fixed reserve)
             int64_t reserve = gb_to_bytes(kAutoFixedReserveGB + kAutoReserveFraction * avail_gb) + model.resident_bytes;
-            int64_t usable = mem_available - reserve;
+            // Never more than the refusal limit below leaves: above about 66 GB the 2 GB + 2%
+            // reserve is smaller than the 5% the limit keeps, and the real K3 at 128/256 GB was
+            // refused by its own auto plan.
+            const int64_t limit_left = int64_t(double(mem_available) * kRefuseAboveFraction) - model.resident_bytes -
+                                       prompt_cache_budget(options) - 1;
+            int64_t usable = std::min(mem_available - reserve, limit_left);
             int64_t min_cache = int64_t(min_cache_slots) * model.expert_slot_bytes;
             // Trunk first (a pinned byte saves a read every token), then the cache.
             trunk_budget = std::min(trunk_total, usable - min_cache);

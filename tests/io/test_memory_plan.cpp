@@ -154,6 +154,15 @@ TEST_CASE("auto: trunk first, then cache, with a reserve, for any memory size") 
     MemoryPlan small = make_memory_plan(f, opts("auto"), int64_t(2800) * MB);
     CHECK(small.trunk.n_pinned < 24);
     CHECK(small.trunk.ring_slots == 2);
+    // Far more memory than the 2 GB + 2% reserve covers, and a model larger than it: still
+    // within the 95% limit (the real K3 at 128/256 GB was refused by its own auto plan).
+    auto huge = mini_like();
+    for (auto& b : huge.layer_alloc_bytes) b *= 200;  // a 320 GB trunk
+    for (int64_t avail_gb : {128, 256}) {
+        const int64_t avail = avail_gb * 1000 * MB;
+        MemoryPlan roomy = make_memory_plan(huge, opts("auto"), avail);
+        CHECK(roomy.need_bytes + roomy.prompt_cache_budget <= avail * 95 / 100);
+    }
     // Too little for anything: a usage error that says how much there is.
     CHECK_THROWS_WITH_AS(make_memory_plan(f, opts("auto"), int64_t(1500) * MB), doctest::Contains("MemAvailable is 1.50 GB"),
                          Error);
