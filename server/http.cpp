@@ -12,6 +12,7 @@
 
 #include "connection_probe.h"
 #include "http_front.h"
+#include "json_body.h"
 #include "openai.h"
 #include "openai_response.h"
 #include "slots_json.h"
@@ -139,6 +140,7 @@ struct HttpServer::Impl {
     }
 
     const DaemonConfig& config() const { return state.config; }
+    JsonBodyLimits json_limits() const { return {config().max_json_depth, json_value_budget(state.limits.n_ctx)}; }
 
     // --- gates: CORS, auth, loading/draining -----------------------------------------------
 
@@ -389,7 +391,7 @@ struct HttpServer::Impl {
     }
 
     void tokenize(const httplib::Request& req, httplib::Response& res) {
-        json body = parse_json_body(req.body, config().max_json_depth);
+        json body = parse_json_body(req.body, json_limits());
         if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
         const json* text = body.contains("content") ? &body["content"] : body.contains("prompt") ? &body["prompt"] : nullptr;
         if (!text || !text->is_string()) throw bad_request("content", "'content' must be a string", "invalid_type");
@@ -417,7 +419,7 @@ struct HttpServer::Impl {
     }
 
     void detokenize(const httplib::Request& req, httplib::Response& res) {
-        json body = parse_json_body(req.body, config().max_json_depth);
+        json body = parse_json_body(req.body, json_limits());
         if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
             throw bad_request("tokens", "'tokens' must be an array of token ids", "invalid_type");
         std::vector<int32_t> ids;
@@ -487,7 +489,7 @@ struct HttpServer::Impl {
             state.metrics.count_request(RequestOutcome::RejectedShutdown);
             throw shutting_down_error();
         }
-        json body = parse_json_body(req.body, config().max_json_depth);
+        json body = parse_json_body(req.body, json_limits());
         GenerationRequest g;
         switch (endpoint) {
             case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits, req.body); break;

@@ -302,32 +302,6 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
 
 }  // namespace
 
-json parse_json_body(const std::string& body, int max_depth) {
-    if (body.empty()) throw bad_request("", "the request body is empty; expected a JSON object", "invalid_json");
-    bool too_deep = false;
-    json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
-        if (depth > max_depth) too_deep = true;
-        return !too_deep;
-    };
-    try {
-        json j = json::parse(body, limit_depth);
-        if (too_deep) throw 0;
-        return j;
-    } catch (const json::parse_error& e) {
-        if (too_deep)
-            throw bad_request("", "the JSON nests deeper than " + std::to_string(max_depth) + " levels", "invalid_json");
-        std::string what = e.what();
-        if (what.find("UTF-8") != std::string::npos)
-            throw bad_request("", "the request body is not valid UTF-8: " + what, "invalid_utf8");
-        throw bad_request("", "the request body is not valid JSON: " + what, "invalid_json");
-    } catch (const json::exception& e) {
-        // Not a syntax error but still the client's text: e.g. a number beyond a double (1e400).
-        throw bad_request("", "the request body cannot be represented: " + std::string(e.what()), "invalid_json");
-    } catch (int) {
-        throw bad_request("", "the JSON nests deeper than " + std::to_string(max_depth) + " levels", "invalid_json");
-    }
-}
-
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
                                            std::string_view raw_body) {
     GenerationRequest r;

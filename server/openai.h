@@ -16,10 +16,6 @@
 
 namespace k3::server {
 
-// JSON text -> value, with a nesting limit. Throws ApiError(400) naming the problem (including
-// ill-formed UTF-8 inside strings).
-json parse_json_body(const std::string& body, int max_depth);
-
 // What validation needs to know about the served model.
 struct ModelLimits {
     std::string model_name;

@@ -247,6 +247,30 @@ TEST_CASE("one body limit for every framing and encoding, before routing and key
     }
 }
 
+TEST_CASE("a body of many small JSON values is refused before it is parsed (413), a context's worth is served") {
+    TestServer server;  // context 256: 256 + 65536 values
+    auto c = server.client();
+    // 8 MiB of "1," is 4M values: a DOM of ~10x the body's size if it were built.
+    std::string ones = R"({"prompt": [)";
+    while (ones.size() < (8u << 20) - 64) ones += "1,";
+    ones += "1]}";
+    check_error(c.Post("/v1/completions", ones, "application/json"), 413, "too_many_json_values");
+    std::string members = "{";
+    for (int i = 0; i < 70000; ++i) members += "\"k" + std::to_string(i) + "\":0,";
+    members += R"("prompt": "x"})";
+    check_error(c.Post("/v1/completions", members, "application/json"), 413, "too_many_json_values");
+    // Brackets and commas inside strings are text, not values.
+    check_error(post_json(c, "/v1/completions", {{"prompt", std::string(100000, '[') + std::string(100000, ',')}, {"max_tokens", 1}}), 400,
+                "context_length_exceeded");
+    // A prompt of token ids as long as the context allows is still a prompt.
+    json ids = json::array();
+    for (int i = 0; i < 250; ++i) ids.push_back(65 + i % 26);
+    CHECK(post_json(c, "/v1/completions", {{"prompt", ids}, {"max_tokens", 2}})->status == 200);
+    check_error(c.Post("/v1/completions", std::string(100, '[') + std::string(100, ']'), "application/json"), 400,
+                "invalid_json");
+    CHECK(server.state.metrics.requests(RequestOutcome::Error) == 0);
+}
+
 TEST_CASE("Expect: 100-continue within the limit gets Continue, then the answer") {
     TestServer server;
     Socket s(server.port);

@@ -11,6 +11,7 @@
 
 #include "daemon_config.h"
 #include "fake_engine.h"
+#include "json_body.h"
 #include "k3/error.h"
 #include "metrics.h"
 #include "stop_matcher.h"
@@ -43,6 +44,21 @@ TEST_CASE("StopMatcher holds back possible starts and cuts at the earliest stop"
 
     StopMatcher none({});
     CHECK(none.push("anything") == "anything");
+}
+
+TEST_CASE("JSON pre-scan: values and depth outside strings, stopping early") {
+    CHECK(scan_json_shape("[1,2,3]", 64, 100).values == 4);
+    CHECK(scan_json_shape(R"({"a":1,"b":[true,null]})", 64, 100).values == 5);
+    CHECK(scan_json_shape("  7 ", 64, 100).values == 1);
+    CHECK(scan_json_shape("", 64, 100).values == 0);
+    JsonShape s = scan_json_shape(R"(["[{,,,\"]]]", [[0]]])", 64, 100);
+    CHECK(s.depth == 3);
+    CHECK(s.values == 7);  // an upper bound: a container that is a first element counts twice
+    CHECK(scan_json_shape(std::string(1000, '['), 64, 1u << 20).depth == 65);  // stops past the limit
+    CHECK(scan_json_shape("[" + std::string(1000, ','), 64, 10).values == 11);
+    CHECK(json_value_budget(256) == 256 + 65536);
+    CHECK_THROWS_AS(parse_json_body("[1,2,3]", {64, 3}), ApiError);
+    CHECK(parse_json_body("[1,2,3]", {64, 4}).size() == 3);
 }
 
 TEST_CASE("JobQueue is bounded and refuses after close") {
