@@ -6,6 +6,9 @@
 #   scripts/fuzz.sh run TARGET SECONDS     one target, from its seed corpus, for SECONDS
 #   scripts/fuzz.sh long SECONDS [JOBS]    every target for SECONDS each, JOBS at a time (default 1);
 #                                          prints executions per target, keeps the grown corpus
+#   scripts/fuzz.sh budget SECONDS [RUNS]  every target one at a time, each until RUNS executions
+#                                          (default 10 million) or its share of what is left of
+#                                          SECONDS; time a fast target does not use goes to the next
 #
 # Seeds live in tests/fuzz/corpus/TARGET (in the repository); what a run discovers goes to
 # $K3_FUZZ_BUILD/corpus/TARGET and crashes to $K3_FUZZ_BUILD/artifacts/. Exit code 77 when
@@ -44,19 +47,19 @@ build() {
   flock -u 9
 }
 
-# run TARGET SECONDS [extra libFuzzer flags]: prints "TARGET: N executions in S s".
+# run TARGET SECONDS [extra libFuzzer flags]: prints "TARGET: N executions in S s (of SECONDS), ...".
 run() {
   local target=$1 seconds=$2
   shift 2
   mkdir -p "$BUILD/corpus/$target" "$BUILD/artifacts"
-  local log="$BUILD/$target.log"
+  local log="$BUILD/$target.log" started=$SECONDS
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=0 \
     "$BUILD/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$BUILD/artifacts/$target-" "$@" "$BUILD/corpus/$target" "$SRC/tests/fuzz/corpus/$target" \
     >"$log" 2>&1 || { tail -40 "$log"; echo "$target: FAILED (input in $BUILD/artifacts/)"; return 1; }
   local execs
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-  echo "$target: $execs executions in $seconds s, corpus $(ls "$BUILD/corpus/$target" | wc -l) new + $(ls "$SRC/tests/fuzz/corpus/$target" | wc -l) seeds"
+  echo "$target: $execs executions in $((SECONDS - started)) s (of $seconds), corpus $(ls "$BUILD/corpus/$target" | wc -l) new + $(ls "$SRC/tests/fuzz/corpus/$target" | wc -l) seeds"
 }
 
 case "${1:-}" in
@@ -80,5 +83,19 @@ case "${1:-}" in
     for p in "${pids[@]}"; do wait "$p" || status=1; done
     exit $status
     ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  budget)
+    [ $# -ge 2 ] || { echo "usage: $0 budget SECONDS [RUNS]" >&2; exit 2; }
+    build
+    deadline=$(( $(date +%s) + $2 ))
+    left=$(echo $TARGETS | wc -w)
+    status=0
+    for t in $TARGETS; do
+      share=$(( (deadline - $(date +%s)) / left ))
+      [ "$share" -ge 1 ] || share=1
+      run "$t" "$share" -runs="${3:-10000000}" || status=1
+      left=$(( left - 1 ))
+    done
+    exit $status
+    ;;
+  *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
