@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "openai_error.h"
-
 namespace k3::server {
 
 JsonShape scan_json_shape(std::string_view text, int stop_at_depth, size_t stop_at_values) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "openai_error.h"
+
 namespace k3::server {
 
 struct JsonBodyLimits {
