@@ -166,6 +166,12 @@ const std::vector<Setting>& settings() {
         {"prompt_cache_gb",
          [](DaemonConfig& c, const std::string& s) { c.memory.prompt_cache_gb = parse_double("prompt_cache_gb", s, -1, 1e6); },
          {}},
+        {"prompt_cache_dir", [](DaemonConfig& c, const std::string& s) { c.memory.prompt_cache_dir = s; }, {}},
+        {"prompt_cache_dir_gb",
+         [](DaemonConfig& c, const std::string& s) {
+             c.memory.prompt_cache_dir_gb = parse_double("prompt_cache_dir_gb", s, -1, 1e7);
+         },
+         {}},
         {"trunk", [](DaemonConfig& c, const std::string& s) { c.memory.trunk_dir = s; }, {}},
         string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
     };
@@ -234,6 +240,10 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --cache-gb GB             RAM for the expert cache (overrides the preset)
   --prompt-cache-gb GB      RAM for the prompt cache shared by all requests, 0 = off
                             (default: from the preset, else 1)
+  --prompt-cache-dir DIR    the prompt cache's disk tier: states leaving RAM (and every
+                            prompt's end) are kept in DIR, checksummed, and reused after a
+                            restart (one directory per model; default: none)
+  --prompt-cache-dir-gb GB  disk for it (default: 8 x the prompt cache's RAM)
   --trunk DIR               packed trunk (k3serve pack-trunk)
   --kernels NAME            force a kernel set: scalar, avx2, avx512
   --help                    this text
@@ -387,6 +397,8 @@ json DaemonConfig::to_json() const {
         {"trunk_gb", memory.trunk_gb},
         {"cache_gb", memory.cache_gb},
         {"prompt_cache_gb", memory.prompt_cache_gb},
+        {"prompt_cache_dir", memory.prompt_cache_dir},
+        {"prompt_cache_dir_gb", memory.prompt_cache_dir_gb},
         {"trunk", memory.trunk_dir},
         {"kernels", kernels},
     };

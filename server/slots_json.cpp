@@ -22,6 +22,16 @@ nlohmann::json slots_json(const SlotBoardView& v) {
     for (const PromptCacheEntry& e : v.prompt_cache)
         entries.push_back({{"tokens", e.tokens}, {"has_logits", e.has_logits}, {"bytes", e.bytes}});
     const EngineStats& e = v.engine;
+    json disk = nullptr;  // no disk tier
+    if (e.prompt_cache_disk)
+        disk = {{"budget_bytes", e.prompt_cache_disk_budget},
+                {"bytes", e.prompt_cache_disk_bytes},
+                {"files", e.prompt_cache_disk_files},
+                {"hits", e.prompt_cache_disk_hits},
+                {"writes", e.prompt_cache_disk_writes},
+                {"refused", e.prompt_cache_disk_refused},
+                {"write_failures", e.prompt_cache_disk_write_failures},
+                {"evictions", e.prompt_cache_disk_evictions}};
     return json{{"slots", slots},
                 {"queued", v.queued},
                 {"steps", v.steps},
@@ -35,7 +45,8 @@ nlohmann::json slots_json(const SlotBoardView& v) {
                   {"hits", e.prompt_cache_hits},
                   {"tokens_saved", e.prompt_cache_tokens_saved},
                   {"evictions", e.prompt_cache_evictions},
-                  {"entries", entries}}}};
+                  {"entries", entries},
+                  {"disk", disk}}}};
 }
 
 }  // namespace k3::server

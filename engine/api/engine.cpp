@@ -17,6 +17,17 @@ namespace k3 {
 
 namespace {
 
+// What every prompt state of this model looks like (the disk tier refuses files of another).
+PromptStateShape prompt_state_shape(const ModelConfig& c) {
+    const SequenceState one(c, 1, 1);
+    PromptStateShape shape;
+    for (int il = 0; il < c.num_hidden_layers; ++il) shape.n_mla += c.is_mla(il) ? 1 : 0;
+    shape.row_floats = c.mla_kv_latent_dim();
+    shape.kda_floats = int64_t(one.kda.size());
+    shape.n_vocab = c.vocab_size;
+    return shape;
+}
+
 // The one place a kernel-set request is decided. The request is EngineOptions::kernels (--kernels),
 // or when that is empty the K3_KERNELS environment variable (tests, benchmarks); both follow one
 // rule: "" is the best set for this CPU and build, a set this CPU or build lacks is refused.
@@ -71,7 +82,14 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     say("loading weights");
     store_ = open_weight_store(ckpt_, options.memory, &plan, &info_.memory_plan_bytes);
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_);
+    info_.fingerprint = checkpoint_fingerprint(ckpt_);
     prompt_cache_ = std::make_unique<PromptCache>(io::prompt_cache_budget(options.memory), ckpt_.config);
+    if (!options.memory.prompt_cache_dir.empty()) {
+        say("prompt cache disk tier: " + options.memory.prompt_cache_dir);
+        prompt_cache_->set_disk_tier(std::make_unique<PromptCacheDisk>(
+            options.memory.prompt_cache_dir, io::prompt_cache_disk_budget(options.memory), info_.fingerprint,
+            prompt_state_shape(ckpt_.config)));
+    }
 
     const ModelConfig& c = ckpt_.config;
     info_.name = std::filesystem::path(options.model_dir).lexically_normal().filename().string();
@@ -84,7 +102,6 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     info_.bos_token_id = c.bos_token_id;
     info_.eos_token_id = c.eos_token_id;
     info_.kv_bytes_per_position = kv_bytes_per_position(c);
-    info_.fingerprint = checkpoint_fingerprint(ckpt_);
     say("ready: " + info_.shape);
 }
 
@@ -110,6 +127,15 @@ EngineStats EngineImpl::stats() const {
     e.prompt_cache_bytes = p.bytes;
     e.prompt_cache_budget = p.budget;
     e.prompt_cache_snapshots = p.snapshots;
+    e.prompt_cache_disk = p.has_disk;
+    e.prompt_cache_disk_hits = p.disk.hits;
+    e.prompt_cache_disk_writes = p.disk.writes;
+    e.prompt_cache_disk_refused = p.disk.refused;
+    e.prompt_cache_disk_write_failures = p.disk.write_failures;
+    e.prompt_cache_disk_evictions = p.disk.evictions;
+    e.prompt_cache_disk_bytes = p.disk.bytes;
+    e.prompt_cache_disk_budget = p.disk.budget;
+    e.prompt_cache_disk_files = p.disk.files;
     return e;
 }
 

@@ -16,6 +16,8 @@ struct PromptCache::Node {
     std::vector<float> logits;         // logits of position end() - 1 (empty: not kept)
     std::map<int32_t, std::unique_ptr<Node>> children;  // by first token
     uint64_t last_used = 0;
+    bool on_disk = false;              // the disk tier holds the snapshot (with the logits if
+    bool on_disk_with_logits = false;  // on_disk_with_logits)
 
     size_t end() const { return start + seg.size(); }
     bool has_snapshot() const { return !kda.empty(); }
@@ -67,7 +69,24 @@ PromptCache::Node* PromptCache::walk(std::span<const int32_t> tokens, size_t* ma
     return node;
 }
 
-PromptCache::Match PromptCache::find(std::span<const int32_t> tokens) const {
+PromptCache::Match PromptCache::find(std::span<const int32_t> tokens) {
+    Match m = find_in_ram(tokens);
+    if (!disk_ || budget_ <= 0) return m;
+    // A longer prefix on disk: verified and loaded into the tree, then found there. A refused
+    // file leaves the disk's index, so the next longest is tried.
+    for (size_t n; (n = disk_->longest(tokens, m.resume)) > 0;) {
+        PromptState s;
+        if (!disk_->load(tokens.first(n), &s)) continue;
+        Node* node = insert_rows(s.tokens, s.rows.data(), n, s.kda, s.logits);
+        node->on_disk = true;
+        node->on_disk_with_logits = !s.logits.empty();
+        evict_to_budget();
+        return find_in_ram(tokens);
+    }
+    return m;
+}
+
+PromptCache::Match PromptCache::find_in_ram(std::span<const int32_t> tokens) const {
     Match m;
     if (budget_ <= 0) return m;
     std::vector<Node*> path;
@@ -129,6 +148,9 @@ void PromptCache::split(Node* node, size_t at) {
     tail->children = std::move(node->children);
     for (auto& [id, c] : tail->children) c->parent = tail.get();
     tail->last_used = node->last_used;
+    tail->on_disk = node->on_disk;
+    tail->on_disk_with_logits = node->on_disk_with_logits;
+    node->on_disk = node->on_disk_with_logits = false;
 
     node->seg.resize(at);
     node->rows = std::move(head_rows);
@@ -140,6 +162,15 @@ void PromptCache::split(Node* node, size_t at) {
 
 void PromptCache::insert(std::span<const int32_t> tokens, const SequenceState& st, std::span<const float> logits) {
     if (budget_ <= 0 || tokens.empty() || size_t(st.n_past) != tokens.size()) return;
+    Node* node = insert_rows(tokens, st.mla_rows.data(), size_t(st.n_ctx), st.kda, logits);
+    // A state with its logits (a prompt's or a generation's end) goes to disk at once, so it
+    // survives a restart; the others only when they leave RAM.
+    if (disk_ && node->has_snapshot() && !node->logits.empty() && !node->on_disk_with_logits) write_to_disk(*node);
+    evict_to_budget();
+}
+
+PromptCache::Node* PromptCache::insert_rows(std::span<const int32_t> tokens, const float* rows, size_t stride,
+                                            std::span<const float> kda, std::span<const float> logits) {
     size_t matched = 0;
     std::vector<Node*> path;
     Node* node = walk(tokens, &matched, &path);
@@ -153,23 +184,55 @@ void PromptCache::insert(std::span<const int32_t> tokens, const SequenceState& s
         leaf->seg.assign(tokens.begin() + std::ptrdiff_t(matched), tokens.end());
         leaf->rows.resize(size_t(n_mla_) * n * R);
         for (int l = 0; l < n_mla_; ++l)
-            std::copy_n(st.mla_rows.data() + (size_t(l) * size_t(st.n_ctx) + matched) * R, n * R,
-                        leaf->rows.data() + size_t(l) * n * R);
+            std::copy_n(rows + (size_t(l) * stride + matched) * R, n * R, leaf->rows.data() + size_t(l) * n * R);
         Node* raw = leaf.get();
         node->children.emplace(leaf->seg[0], std::move(leaf));
         node = raw;
         path.push_back(node);
     }
-    if (!node->has_snapshot()) node->kda = st.kda;
+    if (!node->has_snapshot()) {
+        node->kda.assign(kda.begin(), kda.end());
+        node->on_disk = node->on_disk_with_logits = false;
+    }
     if (node->logits.empty() && !logits.empty()) node->logits.assign(logits.begin(), logits.end());
     ++stats_.insertions;
 
     ++clock_;
     for (Node* n : path) n->last_used = clock_;
-    evict_to_budget();
+    return node;
+}
+
+PromptState PromptCache::state_at(const Node& node) const {
+    std::vector<const Node*> path;
+    for (const Node* p = &node; p && p != root_.get(); p = p->parent) path.push_back(p);
+    std::reverse(path.begin(), path.end());
+    const size_t n = node.end(), R = size_t(row_floats_);
+    PromptState s;
+    s.tokens.reserve(n);
+    s.rows.resize(size_t(n_mla_) * n * R);
+    for (const Node* p : path) {
+        s.tokens.insert(s.tokens.end(), p->seg.begin(), p->seg.end());
+        for (int l = 0; l < n_mla_; ++l)
+            std::copy_n(p->rows.data() + size_t(l) * p->seg.size() * R, p->seg.size() * R,
+                        s.rows.data() + (size_t(l) * n + p->start) * R);
+    }
+    s.kda = node.kda;
+    s.logits = node.logits;
+    return s;
+}
+
+void PromptCache::write_to_disk(Node& node) {
+    const PromptState s = state_at(node);
+    disk_->store(s);
+    // (a failed write is counted by the disk tier; the state then lives in RAM only)
+    if (disk_->has(s.tokens, !s.logits.empty())) {
+        node.on_disk = true;
+        node.on_disk_with_logits = !s.logits.empty();
+    }
 }
 
 void PromptCache::drop_snapshot(Node* node) {
+    node->on_disk = node->on_disk_with_logits = false;
     node->kda.clear();
     node->kda.shrink_to_fit();
     node->logits.clear();
@@ -206,6 +269,9 @@ void PromptCache::evict_to_budget() {
         stats_.bytes = total;
         if (total <= budget_ || !victim) return;
         ++stats_.evictions;
+        // Leaving RAM: to disk first, unless it is there already.
+        if (disk_ && victim->has_snapshot() && !(victim->on_disk && (victim->on_disk_with_logits || victim->logits.empty())))
+            write_to_disk(*victim);
         if (victim->children.empty())
             remove_leaf(victim);
         else
@@ -215,6 +281,8 @@ void PromptCache::evict_to_budget() {
 
 PromptCacheStats PromptCache::stats() const {
     PromptCacheStats s = stats_;
+    s.has_disk = disk_ != nullptr;
+    if (disk_) s.disk = disk_->stats();
     s.nodes = 0;
     s.snapshots = 0;
     s.bytes = 0;

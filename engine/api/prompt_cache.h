@@ -14,6 +14,11 @@
 // Memory is bounded by a byte budget; when it is exceeded the least recently used leaf is
 // removed or the least recently used inner snapshot dropped, until it fits. Restoring copies
 // into the session's state, so nothing in the tree is ever borrowed.
+//
+// With a disk tier (set_disk_tier, prompt_cache_disk.h) a snapshot leaving RAM is written to
+// disk first, a snapshot that carries its logits (end of a prompt or a generation) is written
+// at once, and find() loads a verified disk state back into the tree when it resumes further
+// than anything in RAM.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -21,6 +26,7 @@
 #include <span>
 #include <vector>
 
+#include "api/prompt_cache_disk.h"
 #include "model/state.h"
 
 namespace k3 {
@@ -34,6 +40,8 @@ struct PromptCacheStats {
     int64_t bytes = 0;             // held now
     int64_t budget = 0;
     int nodes = 0, snapshots = 0;  // now
+    bool has_disk = false;
+    PromptCacheDiskStats disk;
 };
 
 class PromptCache {
@@ -45,12 +53,13 @@ public:
     // Where `tokens` can resume from: `resume` tokens of state (a node end with a snapshot;
     // when resume == tokens.size() the snapshot also has the logits), and how many leading
     // tokens the tree knows (`matched` >= resume): a snapshot placed there serves the next
-    // prompt that shares them.
+    // prompt that shares them. With a disk tier, a longer prefix found there is verified and
+    // loaded into the tree first (a refused file is removed and the search goes on).
     struct Match {
         size_t resume = 0;
         size_t matched = 0;
     };
-    Match find(std::span<const int32_t> tokens) const;
+    Match find(std::span<const int32_t> tokens);
 
     // Copies the state of tokens[0, resume) (found by find()) into st, and the logits into
     // `logits` when resume == tokens.size(). Counts the lookup and marks the path as used.
@@ -62,6 +71,9 @@ public:
     // Stores the state of tokens (st.n_past == tokens.size()): the latent rows the tree does not
     // have yet and a KDA snapshot at the end, with the logits of the last position when given.
     void insert(std::span<const int32_t> tokens, const SequenceState& st, std::span<const float> logits);
+
+    // Adds the disk tier below the RAM tree (the RAM budget must be > 0 for it to be used).
+    void set_disk_tier(std::unique_ptr<PromptCacheDisk> disk) { disk_ = std::move(disk); }
 
     PromptCacheStats stats() const;
     int64_t budget() const { return budget_; }
@@ -78,6 +90,14 @@ public:
 private:
     struct Node;
     Node* walk(std::span<const int32_t> tokens, size_t* matched, std::vector<Node*>* path) const;
+    Match find_in_ram(std::span<const int32_t> tokens) const;
+    // insert() for rows laid out [n_mla][stride][row_floats] (a SequenceState's, stride n_ctx,
+    // or a PromptState's, stride = its length); returns the node that ends at tokens.size().
+    Node* insert_rows(std::span<const int32_t> tokens, const float* rows, size_t stride, std::span<const float> kda,
+                      std::span<const float> logits);
+    // The state a snapshot node resumes at (its path's rows gathered), for the disk tier.
+    PromptState state_at(const Node& node) const;
+    void write_to_disk(Node& node);
     void split(Node* node, size_t at);
     void evict_to_budget();
     void remove_leaf(Node* node);
@@ -90,6 +110,7 @@ private:
     std::unique_ptr<Node> root_;
     uint64_t clock_ = 0;       // recency: bumped on every use
     PromptCacheStats stats_;
+    std::unique_ptr<PromptCacheDisk> disk_;
 };
 
 }  // namespace k3

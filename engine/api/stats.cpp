@@ -55,6 +55,24 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
           double(e.prompt_cache_bytes));
     count("prompt_cache_budget", "k3serve:prompt_cache_budget_bytes", "gauge",
           "The prompt cache's budget (--prompt-cache-gb).", double(e.prompt_cache_budget));
+    if (!e.prompt_cache_disk) return;
+    count("prompt_cache_disk_hits", "k3serve:prompt_cache_disk_hits_total", "counter",
+          "Prompt states loaded back from the prompt cache's disk tier.", double(e.prompt_cache_disk_hits));
+    count("prompt_cache_disk_writes", "k3serve:prompt_cache_disk_writes_total", "counter",
+          "Prompt states written to the disk tier.", double(e.prompt_cache_disk_writes));
+    count("prompt_cache_disk_refused", "k3serve:prompt_cache_disk_refused_total", "counter",
+          "Disk-tier files refused (checksum, model fingerprint, shape or tokens) and removed.",
+          double(e.prompt_cache_disk_refused));
+    count("prompt_cache_disk_write_failures", "k3serve:prompt_cache_disk_write_failures_total", "counter",
+          "Disk-tier writes that failed.", double(e.prompt_cache_disk_write_failures));
+    count("prompt_cache_disk_evictions", "k3serve:prompt_cache_disk_evictions_total", "counter",
+          "Disk-tier files removed for the budget.", double(e.prompt_cache_disk_evictions));
+    count("prompt_cache_disk_bytes", "k3serve:prompt_cache_disk_bytes", "gauge", "Bytes of the disk tier's files.",
+          double(e.prompt_cache_disk_bytes));
+    count("prompt_cache_disk_budget", "k3serve:prompt_cache_disk_budget_bytes", "gauge",
+          "The disk tier's budget (--prompt-cache-dir-gb).", double(e.prompt_cache_disk_budget));
+    count("prompt_cache_disk_files", "k3serve:prompt_cache_disk_files", "gauge", "Files in the disk tier.",
+          double(e.prompt_cache_disk_files));
 }
 
 }  // namespace k3

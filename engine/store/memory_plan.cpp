@@ -141,6 +141,11 @@ int64_t prompt_cache_budget(const MemoryOptions& o) {
     return gb_to_bytes(1.0);
 }
 
+int64_t prompt_cache_disk_budget(const MemoryOptions& o) {
+    if (o.prompt_cache_dir_gb >= 0) return gb_to_bytes(o.prompt_cache_dir_gb);
+    return 8 * prompt_cache_budget(o);
+}
+
 bool wants_budget(const MemoryOptions& o) {
     return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
 }
@@ -150,6 +155,8 @@ std::string MemoryPlan::describe() const {
     if (!streaming) {
         s << "memory: everything resident (" << format_gb(need_bytes) << " of weights; prompt cache "
           << format_gb(prompt_cache_budget) << ")";
+        if (!prompt_cache_dir.empty())
+            s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
         return s.str();
     }
     s << "memory (" << source << "): trunk " << format_gb(trunk.total_bytes()) << " = " << trunk.n_pinned << "/"
@@ -158,6 +165,8 @@ std::string MemoryPlan::describe() const {
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; embedding/lm_head/norms " << format_gb(resident_bytes)
       << "; prompt cache " << format_gb(prompt_cache_budget) << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
+    if (!prompt_cache_dir.empty())
+        s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
     return s.str();
 }
 
@@ -225,6 +234,8 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
         plan.cache_slots = int(slots);
     }
     plan.prompt_cache_budget = prompt_cache_budget(options);
+    plan.prompt_cache_dir = options.prompt_cache_dir;
+    plan.prompt_cache_disk_budget = options.prompt_cache_dir.empty() ? 0 : prompt_cache_disk_budget(options);
     plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes;
 
     // 3. Refuse before allocating anything.

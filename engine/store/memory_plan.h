@@ -73,6 +73,8 @@ struct MemoryPlan {
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it
+    std::string prompt_cache_dir;    // its disk tier ("" = none; disk, not in any RAM figure)
+    int64_t prompt_cache_disk_budget = 0;
 
     std::string describe() const;    // one line for logs and the run report
 };
@@ -80,6 +82,9 @@ struct MemoryPlan {
 // RAM for the shared prompt cache: --prompt-cache-gb, else the preset's (laptop 0.5, desktop 2,
 // workstation/server/max 8, auto 0.5 GB, taken from auto's fixed reserve), else 1 GB.
 int64_t prompt_cache_budget(const MemoryOptions& options);
+// Disk for its tier (--prompt-cache-dir): --prompt-cache-dir-gb, else 8 times the RAM budget
+// (laptop 4, desktop 16, workstation/server/max 64, otherwise 8 GB).
+int64_t prompt_cache_disk_budget(const MemoryOptions& options);
 
 // True when the options ask for a budget (a preset, an explicit trunk/cache size, or a packed
 // trunk to stream from).

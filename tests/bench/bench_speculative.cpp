@@ -1,15 +1,27 @@
 // Exact speculative decoding by prompt lookup, through the real daemon: the same greedy
-// completion with --draft-max 0 (plain) and --draft-max N, decode tokens/s of each (from the
-// first streamed token to the last), whether the texts are identical, and the acceptance the
-// daemon reports in /slots. Two runs: a long one (random-weight models' greedy output falls
-// into a cycle after a while; prompt lookup drafts from the cycle) and a short one that ends
-// before the output repeats (the cost when drafts are rare or rejected).
+// completion with --draft-max 0 (plain) and --draft-max N, decode tokens/s of each, whether the
+// texts are identical, and the acceptance the daemon reports in /slots.
+// Two runs:
+// - a long one. A random-weight model does not copy its prompt, but its greedy output falls
+//   into a cycle after a while, and prompt lookup drafts from the cycle. The run is chosen
+//   inside the output itself: the tokens (streamed one by one with their logprobs entry) are
+//   searched for the earliest position s from which they repeat with some period p <= 64 up to
+//   the end; "repeating" is the window from s + p (the cycle has been seen once, so the
+//   drafter can find it) to the end, "before the cycle" the tokens before s. Each window's
+//   tokens/s is its token count over the time between the arrival of the token before it and
+//   the arrival of its last token, the same token indices in both runs (the texts are equal).
+// - a short one that ends before the output repeats (the cost when drafts are rare or
+//   rejected).
 //   bench_speculative MODEL_DIR [--long N] [--short N] [--draft-max N] [--threads N]
 //                     [--trunk-gb G --cache-gb G]
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "common/daemon.h"
 
@@ -21,54 +33,84 @@ namespace {
 
 struct Run {
     std::string text;
-    int tokens = 0;
-    double decode_tok_s = 0;
+    std::vector<std::string> tokens;              // each generated token's text
+    std::vector<Clock::time_point> arrived;       // when each arrived
+    int completion_tokens = 0;
     json speculative;
+    // tokens/s over tokens [from, to): their count over the time since token from - 1 arrived
+    double tok_s(size_t from, size_t to) const {
+        if (from == 0 || to <= from || to > arrived.size()) return 0;
+        return double(to - from) / std::chrono::duration<double>(arrived[to - 1] - arrived[from - 1]).count();
+    }
 };
+
+// The earliest s from which tokens repeat with a period p <= 64 to the end (at least 3 periods
+// long); {tokens.size(), 0} when they do not.
+std::pair<size_t, size_t> find_cycle(const std::vector<std::string>& t) {
+    const size_t n = t.size();
+    std::pair<size_t, size_t> best{n, 0};
+    for (size_t p = 1; p <= 64 && 3 * p <= n; ++p) {
+        size_t s = n - p;  // walk back while t[i] == t[i + p]
+        while (s > 0 && t[s - 1] == t[s - 1 + p]) --s;
+        if (n - s >= 3 * p && s < best.first) best = {s, p};
+    }
+    return best;
+}
 
 Run generate(DaemonProcess& d, const std::string& prompt, int max_tokens) {
     auto c = d.client();
     c.set_read_timeout(3600, 0);
-    const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
-                       {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+    const json body = {{"prompt", prompt},  {"max_tokens", max_tokens}, {"temperature", 0},
+                       {"ignore_eos", true}, {"stream", true},           {"logprobs", 0},
+                       {"stream_options", {{"include_usage", true}}}};
     Run run;
     std::string buffer;
-    Clock::time_point first{}, last{};
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-                        const auto now = Clock::now();
-                        buffer.append(data, n);
-                        size_t pos;
-                        while ((pos = buffer.find("\n\n")) != std::string::npos) {
-                            const std::string event = buffer.substr(0, pos);
-                            buffer.erase(0, pos + 2);
-                            if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
-                            const json j = json::parse(event.substr(6));
-                            if (j.contains("usage") && !j["usage"].is_null())
-                                run.tokens = j["usage"]["completion_tokens"];
-                            if (!j.contains("choices") || j["choices"].empty()) continue;
-                            const std::string t = j["choices"][0].value("text", "");
-                            if (t.empty()) continue;
-                            if (first == Clock::time_point{}) first = now;
-                            last = now;
-                            run.text += t;
-                        }
-                        return true;
-                    };
+        const auto now = Clock::now();
+        buffer.append(data, n);
+        size_t pos;
+        while ((pos = buffer.find("\n\n")) != std::string::npos) {
+            const std::string event = buffer.substr(0, pos);
+            buffer.erase(0, pos + 2);
+            if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
+            const json j = json::parse(event.substr(6));
+            if (j.contains("usage") && !j["usage"].is_null()) run.completion_tokens = j["usage"]["completion_tokens"];
+            if (!j.contains("choices") || j["choices"].empty()) continue;
+            const json& choice = j["choices"][0];
+            run.text += choice.value("text", "");
+            if (choice.contains("logprobs") && choice["logprobs"].is_object())
+                for (const json& t : choice["logprobs"]["tokens"]) {
+                    run.tokens.push_back(t.get<std::string>());
+                    run.arrived.push_back(now);
+                }
+        }
+        return true;
+    };
     httplib::Response res;
     httplib::Error err = httplib::Error::Success;
     if (!c.send(req, res, err) || res.status != 200) {
         std::fprintf(stderr, "request failed\n");
         std::exit(1);
     }
-    run.decode_tok_s = double(run.tokens - 1) / std::chrono::duration<double>(last - first).count();
     auto s = c.Get("/slots");
     if (s && s->status == 200) run.speculative = json::parse(s->body)["speculative"];
     return run;
+}
+
+std::string load_average() {
+    char buf[128] = {0};
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
+        std::fclose(f);
+    }
+    std::string s(buf);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
 }
 
 }  // namespace
@@ -94,8 +136,9 @@ int main(int argc, char** argv) {
     }
     if (!std::getenv("K3SERVE_BIN")) setenv("K3SERVE_BIN", K3SERVE_BIN_DEFAULT, 1);
     const std::string prompt = "The quick brown fox jumps over the lazy dog. The quick brown fox";
-    std::printf("model %s, trunk_gb %s, cache_gb %s, draft-max %s\n", model.c_str(), trunk.empty() ? "-" : trunk.c_str(),
-                cache.empty() ? "-" : cache.c_str(), draft_max.c_str());
+    std::printf("model %s, trunk_gb %s, cache_gb %s, draft-max %s; load average %s\n", model.c_str(),
+                trunk.empty() ? "-" : trunk.c_str(), cache.empty() ? "-" : cache.c_str(), draft_max.c_str(),
+                load_average().c_str());
     Run plain[2], spec[2];
     for (int variant = 0; variant < 2; ++variant) {
         std::vector<std::string> args = {model, "--port", "0", "--threads", threads, "--parallel", "1",
@@ -110,12 +153,35 @@ int main(int argc, char** argv) {
         d.signal(SIGTERM);
         d.wait_exit();
     }
-    const char* names[2] = {"long (output repeats)", "short (before it repeats)"};
-    for (int i = 0; i < 2; ++i)
-        std::printf("%s: %d tokens; plain %.2f tok/s, speculative %.2f tok/s = %.2fx; identical text: %s; "
-                    "drafts verified/accepted so far: %s\n",
-                    names[i], spec[i].tokens, plain[i].decode_tok_s, spec[i].decode_tok_s,
-                    spec[i].decode_tok_s / plain[i].decode_tok_s, plain[i].text == spec[i].text ? "yes" : "NO",
-                    spec[i].speculative.dump().c_str());
+    // /slots counts since the daemon started: the long run's drafts are the first figures, the
+    // short run's the difference.
+    auto counts = [](const json& a, const char* k) { return a.is_object() ? a.value(k, 0) : 0; };
+    const int long_drafted = counts(spec[0].speculative, "drafted"), long_accepted = counts(spec[0].speculative, "accepted");
+    const int short_drafted = counts(spec[1].speculative, "drafted") - long_drafted;
+    const int short_accepted = counts(spec[1].speculative, "accepted") - long_accepted;
+
+    const Run &pl = plain[0], &sp = spec[0];
+    const auto [start, period] = find_cycle(pl.tokens);
+    std::printf("long: %zu tokens; identical text: %s; drafts verified %d, accepted %d (%.0f%%)\n", pl.tokens.size(),
+                pl.text == sp.text ? "yes" : "NO", long_drafted, long_accepted,
+                long_drafted ? 100.0 * long_accepted / long_drafted : 0.0);
+    if (period == 0) {
+        std::printf("  the output did not fall into a cycle within %zu tokens (try a larger --long)\n", pl.tokens.size());
+    } else {
+        const size_t from = start + period, to = pl.tokens.size();
+        std::printf("  cycle of %zu tokens from token %zu; repeating window [%zu, %zu): plain %.2f tok/s, "
+                    "speculative %.2f tok/s = %.2fx\n",
+                    period, start, from, to, pl.tok_s(from, to), sp.tok_s(from, to), sp.tok_s(from, to) / pl.tok_s(from, to));
+        if (start > 2)
+            std::printf("  before the cycle [1, %zu): plain %.2f tok/s, speculative %.2f tok/s = %.2fx\n", start,
+                        pl.tok_s(1, start), sp.tok_s(1, start), sp.tok_s(1, start) / pl.tok_s(1, start));
+    }
+    const size_t n_short = std::min(plain[1].tokens.size(), spec[1].tokens.size());
+    std::printf("short (before it repeats): %zu tokens; plain %.2f tok/s, speculative %.2f tok/s = %.2fx; identical "
+                "text: %s; drafts verified %d, accepted %d\n",
+                n_short, plain[1].tok_s(1, n_short), spec[1].tok_s(1, n_short),
+                spec[1].tok_s(1, n_short) / plain[1].tok_s(1, n_short), plain[1].text == spec[1].text ? "yes" : "NO",
+                short_drafted, short_accepted);
+    std::printf("load average at the end: %s\n", load_average().c_str());
     return 0;
 }

@@ -51,6 +51,16 @@ struct EngineStats {
     int64_t prompt_cache_bytes = 0;         // held now
     int64_t prompt_cache_budget = 0;
     int prompt_cache_snapshots = 0;         // resumable positions held now
+    // its disk tier (--prompt-cache-dir)
+    bool prompt_cache_disk = false;              // there is one
+    uint64_t prompt_cache_disk_hits = 0;         // states loaded back from disk
+    uint64_t prompt_cache_disk_writes = 0;
+    uint64_t prompt_cache_disk_refused = 0;      // files refused (checksum, fingerprint, ...) and removed
+    uint64_t prompt_cache_disk_write_failures = 0;
+    uint64_t prompt_cache_disk_evictions = 0;
+    int64_t prompt_cache_disk_bytes = 0;         // on disk now
+    int64_t prompt_cache_disk_budget = 0;
+    int prompt_cache_disk_files = 0;
 };
 
 // One cached prompt state (Engine::prompt_cache_entries), most recently used first.

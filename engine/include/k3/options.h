@@ -13,6 +13,8 @@ struct MemoryOptions {
     double cache_gb = -1;
     std::string trunk_dir;     // optional packed trunk (k3serve pack-trunk)
     double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
+    std::string prompt_cache_dir; // the prompt cache's disk tier ("" = none)
+    double prompt_cache_dir_gb = -1;  // its size on disk; < 0 = from the preset
 };
 
 struct EngineOptions {
