@@ -28,7 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kRuns = 300;
+constexpr int kRuns = 600;
 constexpr int kDraftToken = 65;  // P ("A" in the tiny model's vocabulary)
 // Raises P's probability (to about a third at the verified position, from about 1/500 for a
 // random-weight model at temperature 1), so that the accept/reject rule matters to many runs.
