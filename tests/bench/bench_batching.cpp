@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "k3/engine.h"
+#include "load_average.h"
 
 using namespace k3;
 using Clock = std::chrono::steady_clock;
@@ -62,17 +63,6 @@ void must(const Status& s, const char* what) {
         std::fprintf(stderr, "%s failed: %s\n", what, s.message.c_str());
         std::exit(1);
     }
-}
-
-std::string load_average() {
-    char buf[128] = {0};
-    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-        if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
-        std::fclose(f);
-    }
-    std::string s(buf);
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
 }
 
 void bench_batch(const Args& a) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/daemon.h"
+#include "load_average.h"
 
 using namespace k3::test;
 using nlohmann::json;
@@ -102,17 +103,6 @@ Run generate(DaemonProcess& d, const std::string& prompt, int max_tokens) {
     return run;
 }
 
-std::string load_average() {
-    char buf[128] = {0};
-    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-        if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
-        std::fclose(f);
-    }
-    std::string s(buf);
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,7 +156,10 @@ int main(int argc, char** argv) {
                 pl.text == sp.text ? "yes" : "NO", long_drafted, long_accepted,
                 long_drafted ? 100.0 * long_accepted / long_drafted : 0.0);
     if (period == 0) {
-        std::printf("  the output did not fall into a cycle within %zu tokens (try a larger --long)\n", pl.tokens.size());
+        const size_t n = pl.tokens.size();
+        std::printf("  the output did not fall into a cycle within %zu tokens (try a larger --long); whole run: plain "
+                    "%.2f tok/s, speculative %.2f tok/s = %.2fx\n",
+                    n, pl.tok_s(1, n), sp.tok_s(1, n), sp.tok_s(1, n) / pl.tok_s(1, n));
     } else {
         const size_t from = start + period, to = pl.tokens.size();
         std::printf("  cycle of %zu tokens from token %zu; repeating window [%zu, %zu): plain %.2f tok/s, "

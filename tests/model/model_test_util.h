@@ -33,6 +33,16 @@ inline std::vector<int32_t> test_prompt(int n, int vocab, int salt = 0) {
     return ids;
 }
 
+// Bytes the prompt cache holds after one prompt of n tokens (its rows and one snapshot), for
+// budgets counted in snapshots.
+inline int64_t one_snapshot_bytes(const std::string& dir, int n) {
+    auto probe = load_engine(dir, 2, "", 1.0);
+    auto s = probe->new_session(n + 8);
+    CancelFlag cancel{false};
+    if (!s->sync(test_prompt(n, probe->info().n_vocab, 1), cancel).ok()) return 0;
+    return probe->stats().prompt_cache_bytes;
+}
+
 inline bool same_bits(std::span<const float> a, std::span<const float> b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

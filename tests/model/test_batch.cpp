@@ -186,15 +186,8 @@ TEST_CASE("prompt cache: resumes give the bits of a cold run") {
 
 TEST_CASE("prompt cache: evicts the least recently used states to stay within its budget") {
     // Measure one snapshot's size, then give a budget of about three.
-    int64_t one = 0;
-    {
-        auto probe = load_engine(model_dir(), 2, "", 1.0);
-        auto s = probe->new_session(64);
-        CancelFlag cancel{false};
-        REQUIRE(s->sync(test_prompt(20, probe->info().n_vocab, 1), cancel).ok());
-        one = probe->stats().prompt_cache_bytes;
-        REQUIRE(one > 0);
-    }
+    const int64_t one = one_snapshot_bytes(model_dir(), 20);
+    REQUIRE(one > 0);
     auto e = load_engine(model_dir(), 2, "", double(one) * 3.5 / 1e9);
     const int V = e->info().n_vocab;
     CancelFlag cancel{false};

@@ -203,15 +203,8 @@ TEST_CASE("prompt cache disk: an engine started again on the directory resumes w
 
 TEST_CASE("prompt cache disk: a state evicted from RAM comes back from disk") {
     const fs::path dir = scratch_dir("pcdisk-evict");
-    int64_t one = 0;
-    {
-        auto probe = load_engine(model_dir(), 2, "", 1.0);
-        auto s = probe->new_session(64);
-        CancelFlag cancel{false};
-        REQUIRE(s->sync(test_prompt(20, probe->info().n_vocab, 1), cancel).ok());
-        one = probe->stats().prompt_cache_bytes;
-        REQUIRE(one > 0);
-    }
+    const int64_t one = one_snapshot_bytes(model_dir(), 20);
+    REQUIRE(one > 0);
     auto e = load_with_disk(dir, double(one) * 2.5 / 1e9);
     const int V = e->info().n_vocab;
     CancelFlag cancel{false};
