@@ -33,6 +33,22 @@ inline std::vector<int32_t> test_prompt(int n, int vocab, int salt = 0) {
     return ids;
 }
 
+// The logits after `ids` evaluated from an empty state by an engine without a prompt cache (one
+// per process and model directory, loaded on first use): the reference every resume is held
+// to. Empty if the evaluation failed.
+inline std::vector<float> cold_logits_of(const std::string& dir, const std::vector<int32_t>& ids) {
+    static std::string loaded;
+    static std::unique_ptr<Engine> cold;
+    if (!cold || loaded != dir) {
+        cold = load_engine(dir, 2, "", 0);
+        loaded = dir;
+    }
+    auto s = cold->new_session(int(ids.size()) + 8);
+    CancelFlag cancel{false};
+    if (!s->sync(ids, cancel).ok()) return {};
+    return {s->logits().begin(), s->logits().end()};
+}
+
 // Bytes the prompt cache holds after one prompt of n tokens (its rows and one snapshot), for
 // budgets counted in snapshots.
 inline int64_t one_snapshot_bytes(const std::string& dir, int n) {

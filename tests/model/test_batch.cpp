@@ -35,13 +35,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
     return a;
 }
 
-std::vector<float> cold_logits(const std::vector<int32_t>& ids) {
-    static std::unique_ptr<Engine> cold = load_engine(model_dir(), 2, "", 0);
-    auto s = cold->new_session(int(ids.size()) + 8);
-    CancelFlag cancel{false};
-    REQUIRE(s->sync(ids, cancel).ok());
-    return {s->logits().begin(), s->logits().end()};
-}
+std::vector<float> cold_logits(const std::vector<int32_t>& ids) { return cold_logits_of(model_dir(), ids); }
 
 }  // namespace
 

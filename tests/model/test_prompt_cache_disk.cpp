@@ -29,13 +29,7 @@ std::unique_ptr<Engine> load_with_disk(const fs::path& dir, double ram_gb = 0.05
     return Engine::load(o);
 }
 
-std::vector<float> cold_logits(const std::vector<int32_t>& ids) {
-    static std::unique_ptr<Engine> cold = load_engine(model_dir(), 2, "", 0);
-    auto s = cold->new_session(int(ids.size()) + 8);
-    CancelFlag cancel{false};
-    REQUIRE(s->sync(ids, cancel).ok());
-    return {s->logits().begin(), s->logits().end()};
-}
+std::vector<float> cold_logits(const std::vector<int32_t>& ids) { return cold_logits_of(model_dir(), ids); }
 
 std::vector<fs::path> cache_files(const fs::path& dir) {
     std::vector<fs::path> out;
