@@ -7,7 +7,6 @@
 // Exit status: 0 when the model can run here, 3 when it cannot (the reasons are printed), 2 for
 // usage errors or a config that cannot be read.
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/machine_speed.h"
 #include "io/disk_bandwidth.h"
+#include "cli/projection.h"
 #include "cli/subcommand.h"
 #include "k3/cli.h"
 #include "k3/error.h"
@@ -33,9 +34,8 @@
 #include "kimi_k3_config.h"
 #include "weights/config.h"
 #include "store/memory_plan.h"
-#include "util/aligned_bytes.h"
 #include "k3/options.h"
-#include "weights/model_tensors.h"
+#include "model/activations.h"
 
 namespace k3::cli {
 
@@ -142,198 +142,6 @@ std::string bracketed_choice(const std::string& path) {
     return a != std::string::npos && b != std::string::npos && b > a ? s.substr(a + 1, b - a - 1) : trim(s);
 }
 
-// Reading memory with every core, the way a resident decode step sweeps the trunk: GB/s.
-double measure_memory_gbps(double seconds) {
-    const int64_t bytes = int64_t(256) << 20;
-    AlignedBytes buf{static_cast<size_t>(bytes)};
-    std::memset(buf.data(), 1, size_t(bytes));
-    const int threads = std::max(1, physical_cores());
-    const auto* words = reinterpret_cast<const uint64_t*>(buf.data());
-    const int64_t n = bytes / 8;
-    int64_t passes = 0;
-    uint64_t sink = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    do {
-        std::vector<std::thread> pool;
-        std::vector<uint64_t> sums(size_t(threads), 0);
-        for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                uint64_t s = 0;
-                for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) s += words[i];
-                sums[size_t(t)] = s;
-            });
-        for (auto& th : pool) th.join();
-        for (uint64_t s : sums) sink += s;
-        ++passes;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (elapsed < seconds);
-    if (sink == 42) std::fputc(' ', stderr);  // keeps the sums alive
-    return double(bytes) * double(passes) / elapsed / 1e9;
-}
-
-// A scratch file under `dir` to measure when there are no model files to read.
-std::filesystem::path write_scratch(const std::filesystem::path& dir, int64_t bytes) {
-    std::filesystem::path p = dir / (".k3serve-doctor-" + std::to_string(::getpid()));
-    std::ofstream out(p, std::ios::binary);
-    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + ": " + std::strerror(errno));
-    std::vector<char> block(size_t(4) << 20);
-    std::mt19937_64 rng(1);
-    for (auto& c : block) c = char(rng());
-    for (int64_t done = 0; done < bytes; done += int64_t(block.size())) out.write(block.data(), std::streamsize(block.size()));
-    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + " (disk full?)");
-    return p;
-}
-
-struct Disk {
-    std::filesystem::path dir;
-    int64_t free_bytes = -1;
-    double seq_gbps = 0;        // sequential large reads (the streamed trunk)
-    double expert_gbps = 0;     // expert-sized random reads at depth 16 (the expert cache misses)
-    bool direct = false;        // O_DIRECT accepted on this filesystem
-    bool measured = false;
-    std::string note;
-};
-
-Disk check_disk(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& model_files, int64_t expert_bytes,
-                double seconds, double given_gbps) {
-    Disk d;
-    d.dir = dir;
-    struct statvfs sv {};
-    if (::statvfs(dir.c_str(), &sv) == 0) d.free_bytes = int64_t(sv.f_bavail) * int64_t(sv.f_frsize);
-    if (given_gbps > 0) {
-        d.seq_gbps = d.expert_gbps = given_gbps;
-        d.direct = true;
-        d.note = "given with --disk-gbps";
-        return d;
-    }
-    std::vector<std::filesystem::path> files = model_files;
-    std::filesystem::path scratch;
-    int64_t have = 0;
-    for (const auto& f : files) have += int64_t(std::filesystem::file_size(f));
-    if (have < (int64_t(256) << 20)) {
-        // Too little model data to measure reads (or none yet): a scratch file, dropped afterwards.
-        // Its pages are still in the page cache, which O_DIRECT bypasses.
-        scratch = write_scratch(dir, int64_t(512) << 20);
-        files = {scratch};
-        d.note = "measured on a 512 MiB scratch file";
-    } else {
-        d.note = "measured on the model's files";
-    }
-    try {
-        io::BandwidthRun seq;
-        seq.sequential = true;
-        seq.depth = 4;
-        seq.max_seconds = seconds;
-        seq.max_bytes = int64_t(2) << 30;
-        auto r = io::measure_bandwidth(files, seq);
-        d.direct = r.direct_used;
-        d.seq_gbps = r.mb_per_s() / 1e3;
-        io::BandwidthRun rnd;
-        rnd.sequential = false;
-        rnd.depth = 16;
-        rnd.block_bytes = std::max<int64_t>(expert_bytes, 4096);
-        rnd.max_seconds = seconds;
-        rnd.max_bytes = int64_t(1) << 30;
-        d.expert_gbps = io::measure_bandwidth(files, rnd, 7).mb_per_s() / 1e3;
-        d.measured = true;
-    } catch (...) {
-        if (!scratch.empty()) std::filesystem::remove(scratch);
-        throw;
-    }
-    if (!scratch.empty()) std::filesystem::remove(scratch);
-    return d;
-}
-
-// The model's sizes, from its config alone (what every sound checkpoint of it holds).
-struct ModelSizes {
-    std::string name;
-    ModelConfig config;
-    std::vector<int64_t> layer_bytes;
-    int64_t resident = 0;        // embed + lm_head + model norms
-    int64_t lm_head = 0;
-    int64_t one_expert = 0;
-    int64_t pool = 0;
-    int moe_layers = 0;
-    int64_t trunk() const { return std::accumulate(layer_bytes.begin(), layer_bytes.end(), int64_t(0)); }
-    int64_t total() const { return resident + trunk() + pool; }
-};
-
-ModelSizes sizes_of(const ModelConfig& c, std::string name) {
-    ModelSizes m;
-    m.name = std::move(name);
-    m.config = c;
-    for (const auto& t : model_tensors(c)) {
-        if (t.role == TensorRole::Embed || t.role == TensorRole::ModelNorm) m.resident += t.nbytes();
-        if (t.role == TensorRole::LmHead) m.resident += t.nbytes(), m.lm_head += t.nbytes();
-    }
-    for (int il = 0; il < c.num_hidden_layers; ++il) {
-        int64_t b = 0;
-        for (const auto& t : layer_trunk_tensors(c, il)) b += t.nbytes();
-        m.layer_bytes.push_back(b);
-    }
-    m.moe_layers = c.num_hidden_layers - c.first_k_dense_replace;
-    m.one_expert = expert_bytes(c);
-    m.pool = m.one_expert * m.moe_layers * c.num_experts;
-    return m;
-}
-
-io::ModelFootprint footprint_of(const ModelSizes& m) {
-    io::ModelFootprint f;
-    // Reads are aligned windows: a few KiB more than the run, which the plan rounds anyway.
-    for (int64_t b : m.layer_bytes) f.layer_alloc_bytes.push_back((b + 8191) / 4096 * 4096);
-    f.expert_slot_bytes = (m.one_expert + 8191) / 4096 * 4096;
-    f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
-    f.experts_per_token = m.config.num_experts_per_token;
-    f.resident_bytes = m.resident;
-    return f;
-}
-
-// What one decoded token and one prefill chunk cost under a plan, from the bandwidths. A
-// first-order model: streamed trunk layers and cache-missing experts come from the disk, what is
-// resident is swept from memory. K3's router is near-flat (spec 5.1), so the cache's hit rate is
-// about the share of the pool it holds.
-struct Projection {
-    std::string preset;
-    int64_t need = 0;
-    int64_t disk_bytes_per_token = 0, memory_bytes_per_token = 0;
-    double seconds_per_token = 0;
-    int prefill_chunk = 0;
-    double prefill_tokens_per_s = 0;
-};
-
-Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const std::string& preset, double disk_gbps,
-                   double expert_gbps, double mem_gbps) {
-    Projection p;
-    p.preset = preset;
-    p.need = plan.need_bytes;
-    const auto& c = m.config;
-    int64_t streamed = 0, pinned = 0;
-    for (size_t il = 0; il < m.layer_bytes.size(); ++il) {
-        bool is_pinned = !plan.streaming || (il < plan.trunk.pinned.size() && plan.trunk.pinned[il]);
-        (is_pinned ? pinned : streamed) += m.layer_bytes[il];
-    }
-    const double pool_slots = double(m.moe_layers) * c.num_experts;
-    const double hit = plan.streaming ? std::min(1.0, plan.cache_slots / pool_slots) : 1.0;
-    const double experts_per_token = double(c.num_experts_per_token) * m.moe_layers;
-    const double expert_disk = experts_per_token * (1 - hit) * double(m.one_expert);
-    const double expert_mem = experts_per_token * hit * double(m.one_expert);
-    p.disk_bytes_per_token = streamed + int64_t(expert_disk);
-    p.memory_bytes_per_token = pinned + int64_t(expert_mem) + m.lm_head;
-    p.seconds_per_token = double(streamed) / (disk_gbps * 1e9) + expert_disk / (expert_gbps * 1e9) +
-                          double(p.memory_bytes_per_token) / (mem_gbps * 1e9);
-    // A prefill chunk reads the trunk once and the union of the experts its tokens chose.
-    p.prefill_chunk = 256;
-    const double e = c.num_experts, k = c.num_experts_per_token;
-    const double union_share = 1 - std::pow(1 - k / e, p.prefill_chunk);
-    const double chunk_expert_disk = union_share * e * m.moe_layers * (1 - hit) * double(m.one_expert);
-    const double chunk_seconds = double(streamed) / (disk_gbps * 1e9) + chunk_expert_disk / (expert_gbps * 1e9) +
-                                 double(pinned + m.lm_head) / (mem_gbps * 1e9) +
-                                 union_share * e * m.moe_layers * hit * double(m.one_expert) / (mem_gbps * 1e9);
-    p.prefill_tokens_per_s = p.prefill_chunk / chunk_seconds;
-    return p;
-}
-
 std::string gb(int64_t bytes) { return io::format_gb(bytes); }
 
 struct DoctorOptions {
@@ -350,6 +158,7 @@ struct Machine {
     unsigned logical = 0;
     int64_t mem_total = 0, mem_available = 0, usable = 0;
     double mem_gbps = 0;
+    double gflops = 0;  // bf16 matmuls, for the prefill estimate
     Cgroup cgroup;
     bool memlock_unlimited = false;
     int64_t memlock = 0;
@@ -358,10 +167,15 @@ struct Machine {
     Disk disk;
 };
 
+// A plan that fits, with what it costs per token.
+struct PlanFigures : Projection {
+    std::string preset;
+};
+
 struct Report {
     ModelSizes model;
     Machine machine;
-    std::vector<Projection> plans;                            // fastest first
+    std::vector<PlanFigures> plans;                           // fastest first
     std::vector<std::pair<std::string, std::string>> refused; // plan, why
     std::vector<std::string> problems, advice;
     std::string next;
@@ -409,6 +223,7 @@ Machine examine_machine(const DoctorOptions& o, const ModelSizes& model, const s
     std::istringstream(read_file("/proc/loadavg")) >> m.load1;
     m.disk = check_disk(model_dir, files, model.one_expert, o.seconds, o.disk_gbps);
     m.mem_gbps = o.mem_gbps > 0 ? o.mem_gbps : measure_memory_gbps(o.seconds / 2);
+    m.gflops = measure_gflops(m.cores, std::min(0.3, o.seconds / 2));
     return m;
 }
 
@@ -437,9 +252,13 @@ void plan(Report& r) {
     std::stable_sort(fits.begin(), fits.end(),
                      [](const auto& a, const auto& b) { return a.second.need_bytes > b.second.need_bytes; });
     const Disk& d = r.machine.disk;
+    Bandwidths b;
+    b.disk_gbps = std::max(d.seq_gbps, 1e-3);
+    b.expert_gbps = std::max(d.expert_gbps, 1e-3);
+    b.mem_gbps = r.machine.mem_gbps;
+    b.gflops = r.machine.gflops;
     for (const auto& [name, p] : fits)
-        r.plans.push_back(project(r.model, p, name.empty() ? "resident" : name, std::max(d.seq_gbps, 1e-3),
-                                  std::max(d.expert_gbps, 1e-3), r.machine.mem_gbps));
+        r.plans.push_back({project(r.model, p, b, chunk_tokens_for(r.model.config)), name.empty() ? "resident" : name});
     if (fits.empty())
         r.problems.push_back("no memory plan fits in " + gb(r.machine.usable) + " usable memory; the smallest, " +
                              r.refused.back().first + ": " + r.refused.back().second);

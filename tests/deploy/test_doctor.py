@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """`k3serve doctor`: the machine facts it reports agree with the machine, the plans it proposes
-for a model agree with the model's sizes, and it refuses (exit 3) when nothing fits."""
+for a model agree with the model's sizes, and it refuses (exit 3) when nothing fits. `k3serve
+plan`, which projects with the same model: a plan for every budget that fits (the real K3 at
+128/256 GB included: auto once refused those), none below the smallest."""
+import re
 import json, os, shutil, subprocess, tempfile, unittest
 
 BIN = os.environ.get('K3SERVE_BIN', 'build/k3serve')
@@ -84,6 +87,46 @@ class Doctor(unittest.TestCase):
         r = subprocess.run([BIN, 'doctor', '--bogus'], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown option '--bogus'", r.stderr)
+
+
+class Plan(unittest.TestCase):
+    def plan(self, *args):
+        r = subprocess.run([BIN, 'plan', *args], capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stdout, r.stderr
+
+    def test_real_k3_at_four_budgets(self):
+        rc, out, err = self.plan('--memory-gb', '8,32,128,256', '--disk-gbps', '1', '--mem-gbps', '20', '--gflops', '40')
+        self.assertEqual(rc, 1, err)  # 8 GB holds no plan for the real model
+        sections = dict(re.findall(r'^(\d+) GB:\n((?:  .*\n?)+)', out, re.M))
+        self.assertEqual(sorted(sections, key=int), ['8', '32', '128', '256'], out)
+        self.assertIn('no plan', sections['8'])
+        per_token = {}
+        for gb in ('32', '128', '256'):
+            self.assertNotIn('no plan', sections[gb], sections[gb])
+            per_token[gb] = float(re.search(r'expected ([\d.]+) s/token', sections[gb]).group(1))
+            self.assertRegex(sections[gb], r'prefill: a \d+-token chunk reads')
+        # More memory: fewer bytes from the disk, fewer seconds a token.
+        self.assertGreater(per_token['32'], per_token['128'])
+        self.assertGreaterEqual(per_token['128'], per_token['256'])
+        # A compressed trunk streams fewer bytes at the budget where the trunk streams.
+        _, packed, _ = self.plan('--memory-gb', '32', '--disk-gbps', '1', '--mem-gbps', '20', '--gflops', '40',
+                                 '--compress-ratio', '0.75')
+        self.assertLess(float(re.search(r'expected ([\d.]+) s/token', packed).group(1)), per_token['32'])
+
+    def test_measures_a_model_directory(self):
+        model = os.path.join(tempfile.mkdtemp(prefix='k3-plan-', dir=os.environ.get('K3_TEST_TMP')), 'tiny')
+        subprocess.run([BIN, 'make-model', model, '--preset', 'tiny'], check=True, capture_output=True)
+        try:
+            rc, out, err = self.plan(model, '--trunk-gb', '0.001', '--cache-gb', '0.01', '--seconds', '0.3')
+            self.assertEqual(rc, 0, err + out)
+            self.assertIn('measured', out)
+            self.assertIn('explicit budgets:', out)
+            self.assertRegex(out, r'expected [\d.]+ s/token')
+            rc, _, err = self.plan(model, '--compress-ratio', '2')
+            self.assertEqual(rc, 2)
+            self.assertIn('--compress-ratio', err)
+        finally:
+            shutil.rmtree(os.path.dirname(model), ignore_errors=True)
 
 
 if __name__ == '__main__':

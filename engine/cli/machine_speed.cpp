@@ -1,0 +1,141 @@
+// Measuring this machine's read, memory and matmul speed (machine_speed.h).
+#include "cli/machine_speed.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "io/disk_bandwidth.h"
+#include "io/file.h"
+#include "k3/error.h"
+#include "kernels/kernels.h"
+#include "k3/options.h"
+#include "model/compute.h"
+#include "util/aligned_bytes.h"
+
+namespace k3::cli {
+
+namespace {
+
+// A scratch file under `dir` to measure when there are no model files to read.
+std::filesystem::path write_scratch(const std::filesystem::path& dir, int64_t bytes) {
+    std::filesystem::path p = dir / (".k3serve-doctor-" + std::to_string(::getpid()));
+    std::ofstream out(p, std::ios::binary);
+    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + ": " + std::strerror(errno));
+    std::vector<char> block(size_t(4) << 20);
+    std::mt19937_64 rng(1);
+    for (auto& c : block) c = char(rng());
+    for (int64_t done = 0; done < bytes; done += int64_t(block.size())) out.write(block.data(), std::streamsize(block.size()));
+    if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + " (disk full?)");
+    return p;
+}
+
+}  // namespace
+
+Disk check_disk(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& model_files, int64_t expert_bytes,
+                double seconds, double given_gbps) {
+    Disk d;
+    d.dir = dir;
+    struct statvfs sv {};
+    if (::statvfs(dir.c_str(), &sv) == 0) d.free_bytes = int64_t(sv.f_bavail) * int64_t(sv.f_frsize);
+    if (given_gbps > 0) {
+        d.seq_gbps = d.expert_gbps = given_gbps;
+        d.direct = true;
+        d.note = "given with --disk-gbps";
+        return d;
+    }
+    std::vector<std::filesystem::path> files = model_files;
+    std::filesystem::path scratch;
+    int64_t have = 0;
+    for (const auto& f : files) have += int64_t(std::filesystem::file_size(f));
+    if (have < (int64_t(256) << 20)) {
+        // Too little model data to measure reads (or none yet): a scratch file, dropped afterwards.
+        // Its pages are still in the page cache, which O_DIRECT bypasses.
+        scratch = write_scratch(dir, int64_t(512) << 20);
+        files = {scratch};
+        d.note = "measured on a 512 MiB scratch file";
+    } else {
+        d.note = "measured on the model's files";
+    }
+    try {
+        io::BandwidthRun seq;
+        seq.sequential = true;
+        seq.depth = 4;
+        seq.max_seconds = seconds;
+        seq.max_bytes = int64_t(2) << 30;
+        auto r = io::measure_bandwidth(files, seq);
+        d.direct = r.direct_used;
+        d.seq_gbps = r.mb_per_s() / 1e3;
+        io::BandwidthRun rnd;
+        rnd.sequential = false;
+        rnd.depth = 16;
+        rnd.block_bytes = std::max<int64_t>(expert_bytes, 4096);
+        rnd.max_seconds = seconds;
+        rnd.max_bytes = int64_t(1) << 30;
+        d.expert_gbps = io::measure_bandwidth(files, rnd, 7).mb_per_s() / 1e3;
+        d.measured = true;
+    } catch (...) {
+        if (!scratch.empty()) std::filesystem::remove(scratch);
+        throw;
+    }
+    if (!scratch.empty()) std::filesystem::remove(scratch);
+    return d;
+}
+
+// Reading memory with every core, the way a resident decode step sweeps the trunk: GB/s.
+double measure_memory_gbps(double seconds) {
+    const int64_t bytes = int64_t(256) << 20;
+    AlignedBytes buf{static_cast<size_t>(bytes)};
+    std::memset(buf.data(), 1, size_t(bytes));
+    const int threads = std::max(1, physical_cores());
+    const auto* words = reinterpret_cast<const uint64_t*>(buf.data());
+    const int64_t n = bytes / 8;
+    int64_t passes = 0;
+    uint64_t sink = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    do {
+        std::vector<std::thread> pool;
+        std::vector<uint64_t> sums(size_t(threads), 0);
+        for (int t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                uint64_t s = 0;
+                for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) s += words[i];
+                sums[size_t(t)] = s;
+            });
+        for (auto& th : pool) th.join();
+        for (uint64_t s : sums) sink += s;
+        ++passes;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    if (sink == 42) std::fputc(' ', stderr);  // keeps the sums alive
+    return double(bytes) * double(passes) / elapsed / 1e9;
+}
+
+double measure_gflops(int threads, double seconds) {
+    const int64_t rows = 2048, cols = 2048, T = 64;
+    std::vector<uint16_t> W(size_t(rows * cols), 0x3c00);
+    std::vector<float> X(size_t(T * cols), 0.5f), Y(size_t(T * rows));
+    Compute cp(select_kernels(), std::max(1, threads));
+    cp.reserve(T);
+    cp.matmul_bf16(W.data(), X.data(), Y.data(), rows, cols, T);  // warm-up
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    do {
+        cp.matmul_bf16(W.data(), X.data(), Y.data(), rows, cols, T);
+        ++reps;
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (s < seconds);
+    return 2.0 * double(rows * cols * T) * reps / s / 1e9;
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,34 @@
+// How fast this machine reads and computes, measured the way the engine works: O_DIRECT reads
+// of the model's files (sequential for the streamed trunk, expert-sized at random for cache
+// misses), memory swept by every core, bf16 matmuls on the engine's kernels. `doctor` and
+// `plan` feed these to the projection (projection.h).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace k3::cli {
+
+struct Disk {
+    std::filesystem::path dir;
+    int64_t free_bytes = -1;
+    double seq_gbps = 0;        // sequential large reads (the streamed trunk)
+    double expert_gbps = 0;     // expert-sized random reads at depth 16 (the expert cache misses)
+    bool direct = false;        // O_DIRECT accepted on this filesystem
+    bool measured = false;
+    std::string note;
+};
+
+// Reads `model_files` (or, with under 256 MiB of them, a scratch file written in `dir` and
+// removed) for up to `seconds` each way; `given_gbps` > 0 skips the measurement.
+Disk check_disk(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& model_files, int64_t expert_bytes,
+                double seconds, double given_gbps);
+
+// Reading memory with every core, the way a resident decode step sweeps the trunk: GB/s.
+double measure_memory_gbps(double seconds);
+
+// bf16 matmul throughput over a 64-token chunk on the engine's kernels: GFLOP/s.
+double measure_gflops(int threads, double seconds);
+
+}  // namespace k3::cli

@@ -1,0 +1,166 @@
+// `k3serve plan [MODEL_DIR | CONFIG.json] [--memory-gb N[,N...]] ...`: what a memory budget buys
+// on a model before anything is loaded or even downloaded: the memory plan (the engine's own
+// make_memory_plan), the bytes read from disk per decoded token and per prefill chunk, and the
+// s/token and prefill tokens/s to expect from this machine's bandwidths (measured on the
+// model's files, or given as flags), from the projection `doctor` uses (projection.h). Without
+// a model, the real Kimi K3 (built-in config). docs/performance.md, "Planning a budget".
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/machine_speed.h"
+#include "cli/projection.h"
+#include "cli/subcommand.h"
+#include "io/disk_bandwidth.h"
+#include "k3/cli.h"
+#include "k3/error.h"
+#include "k3/options.h"
+#include "kimi_k3_config.h"
+#include "model/activations.h"
+#include "store/memory_plan.h"
+
+namespace k3::cli {
+
+namespace {
+
+const char* const kUsage =
+    "usage: k3serve plan [MODEL_DIR | CONFIG.json] [options]\n"
+    "  Prints the memory plan for each budget, the bytes read per decoded token and per prefill\n"
+    "  chunk, and the s/token and prefill tokens/s to expect on this machine. Without a model,\n"
+    "  the real Kimi K3 (built-in config).\n"
+    "  --memory-gb N[,N...]  memory for the engine: the plan --preset auto makes with N GB\n"
+    "                        available (default: this machine's MemAvailable)\n"
+    "  --preset NAME         a named preset instead (laptop, desktop, workstation, server, max)\n"
+    "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
+    "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
+    "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files)\n"
+    "  --expert-gbps D       random expert-sized reads at depth 16 (default: measured, else D)\n"
+    "  --mem-gbps M          memory read bandwidth (default: measured, all cores)\n"
+    "  --gflops G            bf16 matmul throughput for prefill (default: measured, all cores)\n"
+    "  --seconds S           time for each read-speed measurement (default 1.5)\n"
+    "Exit status: 0 every budget has a plan; 1 some budget has none (printed); 2 usage error.\n";
+
+struct PlanArgs {
+    std::string target;
+    std::vector<double> memory_gb;
+    MemoryOptions memory;
+    Bandwidths given{-1, -1, -1, -1, 1};
+    double seconds = 1.5;
+};
+
+std::vector<double> number_list(const std::string& flag, const std::string& list) {
+    std::vector<double> out;
+    for (size_t at = 0; at <= list.size();) {
+        size_t comma = std::min(list.find(',', at), list.size());
+        const std::string item = list.substr(at, comma - at);
+        char* end = nullptr;
+        const double x = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end || !(x > 0) || x > 1e6)
+            throw Error(ErrorKind::Usage, flag + " expects positive numbers separated by commas, got '" + list + "'");
+        out.push_back(x);
+        at = comma + 1;
+    }
+    return out;
+}
+
+double gb(double bytes) { return bytes / 1e9; }
+
+void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b) {
+    const Projection p = project(m, plan, b, chunk_tokens_for(m.config));
+    std::printf("  %s\n", plan.describe().c_str());
+    std::printf("  decode: reads %.3f GB per token (trunk %.3f, experts %.3f at %.0f%% cache hits), sweeps %.3f GB of "
+                "memory\n",
+                gb(double(p.disk_bytes_per_token)), gb(double(p.trunk_disk_bytes)), gb(double(p.expert_disk_bytes)),
+                100 * p.expert_hit, gb(double(p.memory_bytes_per_token)));
+    std::printf("          expected %.3f s/token (trunk reads %.3f s, memory %.3f s, expert reads %.3f s)\n",
+                p.seconds_per_token, p.trunk_seconds, p.memory_seconds, p.expert_seconds);
+    std::printf("  prefill: a %d-token chunk reads %.3f GB (trunk %.3f, experts %.3f), computes %.3f s; expected "
+                "%.1f tokens/s\n",
+                p.prefill_chunk, gb(double(p.trunk_disk_bytes + p.chunk_expert_disk_bytes)), gb(double(p.trunk_disk_bytes)),
+                gb(double(p.chunk_expert_disk_bytes)), p.chunk_compute_seconds, p.prefill_tokens_per_s);
+}
+
+}  // namespace
+
+int plan_main(int argc, char** argv) {
+    return run_subcommand({"plan", kUsage}, argc, argv, [](ArgList& args) {
+        PlanArgs a;
+        while (args.next()) {
+            if (args.is("--memory-gb")) a.memory_gb = number_list("--memory-gb", args.value());
+            else if (args.is("--preset")) a.memory.preset = args.value();
+            else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
+            else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
+            else if (args.is("--compress-ratio")) a.given.compress_ratio = args.number();
+            else if (args.is("--disk-gbps")) a.given.disk_gbps = args.number();
+            else if (args.is("--expert-gbps")) a.given.expert_gbps = args.number();
+            else if (args.is("--mem-gbps")) a.given.mem_gbps = args.number();
+            else if (args.is("--gflops")) a.given.gflops = args.number();
+            else if (args.is("--seconds")) a.seconds = args.number();
+            else args.positional({&a.target});
+        }
+        if (!(a.given.compress_ratio > 0 && a.given.compress_ratio <= 1))
+            throw Error(ErrorKind::Usage, "--compress-ratio must be in (0, 1]");
+        if (!(a.seconds > 0 && a.seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+        if (!a.memory_gb.empty() && io::wants_budget(a.memory))
+            throw Error(ErrorKind::Usage, "--memory-gb plans as --preset auto; give it or a preset/budget, not both");
+
+        const bool is_dir = !a.target.empty() && std::filesystem::is_directory(a.target);
+        const ModelSizes m = a.target.empty() ? sizes_of(parse_config(kKimiK3Config, "built-in Kimi K3 config"),
+                                                         "Kimi K3 (built-in config)")
+                             : is_dir         ? sizes_of(load_config(std::filesystem::path(a.target) / "config.json"), a.target)
+                                              : sizes_of(load_config(a.target), a.target);
+        const io::ModelFootprint f = footprint_of(m);
+
+        // Bandwidths: given, or measured here (the disk only on the model's own files).
+        Bandwidths b = a.given;
+        std::string disk_src = "given";
+        if (b.disk_gbps <= 0) {
+            if (!is_dir) throw Error(ErrorKind::Usage, "give --disk-gbps for a config without its model files");
+            const Disk d = check_disk(a.target, io::bench_files(a.target), m.one_expert, a.seconds, -1);
+            b.disk_gbps = std::max(d.seq_gbps, 1e-3);
+            if (b.expert_gbps <= 0) b.expert_gbps = std::max(d.expert_gbps, 1e-3);
+            disk_src = d.note;
+        }
+        if (b.expert_gbps <= 0) b.expert_gbps = b.disk_gbps;
+        const std::string mem_src = b.mem_gbps > 0 ? "given" : "measured";
+        if (b.mem_gbps <= 0) b.mem_gbps = measure_memory_gbps(a.seconds / 2);
+        const std::string flops_src = b.gflops > 0 ? "given" : "measured";
+        if (b.gflops <= 0) b.gflops = measure_gflops(physical_cores(), 0.3);
+
+        const auto& c = m.config;
+        std::printf("model %s: %s\n", m.name.c_str(), describe(c).c_str());
+        std::printf("  trunk %.2f GB in %d layers; %d MoE layers x %d experts of %.2f MB (pool %.1f GB), top-%d; "
+                    "embedding/lm_head/norms %.2f GB\n",
+                    gb(double(m.trunk())), c.num_hidden_layers, m.moe_layers, c.num_experts, double(m.one_expert) / 1e6,
+                    gb(double(m.pool)), c.num_experts_per_token, gb(double(m.resident)));
+        std::printf("  machine: disk %.2f GB/s sequential, %.2f GB/s expert reads (%s); memory %.1f GB/s (%s); "
+                    "%.0f GFLOP/s bf16 (%s)\n",
+                    b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
+        if (b.compress_ratio < 1) std::printf("  streamed trunk compressed to %.3f of its bytes\n", b.compress_ratio);
+
+        std::vector<std::pair<std::string, int64_t>> budgets;  // label, MemAvailable to plan with
+        MemoryOptions o = a.memory;
+        if (!a.memory_gb.empty() || !io::wants_budget(o)) o.preset = "auto";
+        for (double g : a.memory_gb) {
+            char label[32];
+            std::snprintf(label, sizeof label, "%g GB", g);
+            budgets.push_back({label, int64_t(g * 1e9)});
+        }
+        if (budgets.empty()) budgets.push_back({o.preset.empty() ? "explicit budgets" : "preset " + o.preset, io::read_mem_available()});
+        int status = 0;
+        for (const auto& [label, avail] : budgets) {
+            std::printf("\n%s:\n", label.c_str());
+            try {
+                print_budget(m, io::make_memory_plan(f, o, avail), b);
+            } catch (const Error& e) {
+                std::printf("  no plan: %s\n", e.what());
+                status = 1;
+            }
+        }
+        return status;
+    });
+}
+
+}  // namespace k3::cli

@@ -1,0 +1,85 @@
+// The projection behind `doctor` and `plan` (projection.h).
+#include "cli/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "io/file.h"
+#include "weights/model_tensors.h"
+
+namespace k3::cli {
+
+int64_t ModelSizes::trunk() const { return std::accumulate(layer_bytes.begin(), layer_bytes.end(), int64_t(0)); }
+
+ModelSizes sizes_of(const ModelConfig& c, std::string name) {
+    ModelSizes m;
+    m.name = std::move(name);
+    m.config = c;
+    for (const auto& t : model_tensors(c)) {
+        if (t.role == TensorRole::Embed || t.role == TensorRole::ModelNorm) m.resident += t.nbytes();
+        if (t.role == TensorRole::LmHead) m.resident += t.nbytes(), m.lm_head += t.nbytes();
+    }
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+        int64_t b = 0;
+        for (const auto& t : layer_trunk_tensors(c, il)) b += t.nbytes();
+        m.layer_bytes.push_back(b);
+        m.moe_layers += c.is_dense(il) ? 0 : 1;
+    }
+    m.one_expert = expert_bytes(c);
+    m.pool = m.one_expert * m.moe_layers * c.num_experts;
+    return m;
+}
+
+io::ModelFootprint footprint_of(const ModelSizes& m) {
+    io::ModelFootprint f;
+    for (int64_t b : m.layer_bytes) f.layer_alloc_bytes.push_back(int64_t(io::window_capacity(b)));
+    f.expert_slot_bytes = m.moe_layers > 0 ? int64_t(io::window_capacity(m.one_expert)) : 0;
+    f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
+    f.experts_per_token = m.config.num_experts_per_token;
+    f.resident_bytes = m.resident;
+    return f;
+}
+
+Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk) {
+    Projection p;
+    p.need = plan.need_bytes;
+    const auto& c = m.config;
+    const double K = c.num_experts_per_token, N = c.num_experts;
+    const double expert = double(m.one_expert);
+    double streamed = 0;
+    for (size_t il = 0; il < m.layer_bytes.size(); ++il) {
+        const bool pinned = !plan.streaming || (il < plan.trunk.pinned.size() && plan.trunk.pinned[il]);
+        if (!pinned) streamed += double(m.layer_bytes[il]);
+    }
+    streamed *= b.compress_ratio;
+    const double pool_slots = double(m.moe_layers) * N;
+    // The layer being evaluated holds its own top-k slots; the rest of the cache serves hits.
+    p.expert_hit = !plan.streaming || pool_slots == 0 ? 1.0 : std::clamp((plan.cache_slots - K) / pool_slots, 0.0, 1.0);
+    const double experts_per_token = K * m.moe_layers;
+    p.trunk_disk_bytes = int64_t(streamed);
+    p.expert_disk_bytes = int64_t(experts_per_token * (1 - p.expert_hit) * expert);
+    p.disk_bytes_per_token = p.trunk_disk_bytes + p.expert_disk_bytes;
+    p.memory_bytes_per_token = m.trunk() + int64_t(experts_per_token * expert) + m.lm_head;
+    p.trunk_seconds = streamed / (b.disk_gbps * 1e9);
+    p.expert_seconds = double(p.expert_disk_bytes) / (b.expert_gbps * 1e9);
+    p.memory_seconds = double(p.memory_bytes_per_token) / (b.mem_gbps * 1e9);
+    p.seconds_per_token = std::max(p.trunk_seconds, p.memory_seconds) + p.expert_seconds;
+
+    // A prefill chunk streams the trunk once and reads the union of the experts its tokens chose.
+    const int T = std::max(1, prefill_chunk);
+    p.prefill_chunk = T;
+    const double union_per_layer = N > 0 ? N * (1 - std::pow(1 - K / N, double(T))) : 0;
+    const double chunk_experts = double(m.moe_layers) * union_per_layer * expert;
+    p.chunk_expert_disk_bytes = int64_t(chunk_experts * (1 - p.expert_hit));
+    // Parameters a token multiplies by: the trunk (bf16) and its experts (MXFP4, 4.25 bits).
+    const double params_per_token = double(m.trunk()) / 2 + experts_per_token * expert * 8 / 4.25;
+    const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
+    p.chunk_compute_seconds = b.gflops > 0 ? std::max(2 * params_per_token * T / (b.gflops * 1e9), sweep_s) : sweep_s;
+    const double chunk_s = std::max(p.trunk_seconds, p.chunk_compute_seconds) +
+                           double(p.chunk_expert_disk_bytes) / (b.expert_gbps * 1e9);
+    p.prefill_tokens_per_s = T / chunk_s;
+    return p;
+}
+
+}  // namespace k3::cli

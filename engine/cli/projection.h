@@ -1,0 +1,61 @@
+// What one decoded token and one prefill chunk cost under a memory plan, from the machine's
+// bandwidths: the one first-order model behind `k3serve doctor`'s table and `k3serve plan`'s
+// projection (docs/performance.md, "Planning a budget", compares it with measured runs).
+// Streamed trunk layers and cache-missing experts come from the disk; everything a token
+// multiplies by is swept from memory; the trunk ring reads ahead while layers compute, expert
+// reads are waited for. K3's router is near-flat (spec 5.1), so the expert cache's hit rate is
+// about the share of the pool it holds beyond the layer's own top-k.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/memory_plan.h"
+#include "weights/config.h"
+
+namespace k3::cli {
+
+// The model's sizes, from its config alone (what every sound checkpoint of it holds).
+struct ModelSizes {
+    std::string name;
+    ModelConfig config;
+    std::vector<int64_t> layer_bytes;  // trunk bytes of each layer
+    int64_t resident = 0;              // embed + lm_head + model norms
+    int64_t lm_head = 0;
+    int64_t one_expert = 0;
+    int64_t pool = 0;
+    int moe_layers = 0;
+    int64_t trunk() const;
+    int64_t total() const { return resident + trunk() + pool; }
+};
+ModelSizes sizes_of(const ModelConfig& c, std::string name);
+// The memory plan's view of the model (as io::footprint_of reads it from a checkpoint, up to the
+// few KiB of alignment of each read window).
+io::ModelFootprint footprint_of(const ModelSizes& m);
+
+struct Bandwidths {
+    double disk_gbps = 1;        // sequential large reads (the streamed trunk)
+    double expert_gbps = 1;      // expert-sized random reads at depth 16 (cache misses)
+    double mem_gbps = 10;        // memory read bandwidth, all cores
+    double gflops = 0;           // bf16 matmul throughput for prefill (0: not measured, memory-bound)
+    double compress_ratio = 1;   // streamed trunk bytes x this (a `pack-trunk --compress` pack)
+};
+
+struct Projection {
+    int64_t need = 0;                         // the plan's bytes
+    double expert_hit = 1;                    // share of expert lookups the cache answers
+    int64_t trunk_disk_bytes = 0;             // per token: streamed trunk layers
+    int64_t expert_disk_bytes = 0;            // per token: cache-missing experts
+    int64_t disk_bytes_per_token = 0;         // the two above
+    int64_t memory_bytes_per_token = 0;       // what a token multiplies by, swept from memory
+    double trunk_seconds = 0, expert_seconds = 0, memory_seconds = 0;
+    double seconds_per_token = 0;
+    int prefill_chunk = 0;                    // tokens per prefill chunk
+    int64_t chunk_expert_disk_bytes = 0;      // per chunk: the union of its tokens' experts, missed
+    double chunk_compute_seconds = 0;
+    double prefill_tokens_per_s = 0;
+};
+
+Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk);
+
+}  // namespace k3::cli
