@@ -17,7 +17,8 @@ ModelSizes sizes_of(const ModelConfig& c, std::string name) {
     m.name = std::move(name);
     m.config = c;
     for (const auto& t : model_tensors(c)) {
-        if (t.role == TensorRole::Embed || t.role == TensorRole::ModelNorm) m.resident += t.nbytes();
+        if (t.role == TensorRole::Embed) m.resident += t.nbytes(), m.embed += t.nbytes();
+        if (t.role == TensorRole::ModelNorm) m.resident += t.nbytes();
         if (t.role == TensorRole::LmHead) m.resident += t.nbytes(), m.lm_head += t.nbytes();
     }
     for (int il = 0; il < c.num_hidden_layers; ++il) {
@@ -37,7 +38,7 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     f.expert_slot_bytes = m.moe_layers > 0 ? int64_t(io::window_capacity(m.one_expert)) : 0;
     f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
     f.experts_per_token = m.config.num_experts_per_token;
-    f.resident_bytes = m.resident;
+    f.resident_bytes = m.resident - m.embed;
     return f;
 }
 

@@ -21,6 +21,7 @@ struct ModelSizes {
     ModelConfig config;
     std::vector<int64_t> layer_bytes;  // trunk bytes of each layer
     int64_t resident = 0;              // embed + lm_head + model norms
+    int64_t embed = 0;                 // read by row from disk, never held (model.h)
     int64_t lm_head = 0;
     int64_t one_expert = 0;
     int64_t pool = 0;

@@ -6,7 +6,7 @@
 namespace k3 {
 
 namespace {
-std::vector<float> zeros(int64_t n) { return std::vector<float>(size_t(std::max<int64_t>(n, 0)), 0.0f); }
+ZeroedArray<float> zeros(int64_t n) { return ZeroedArray<float>(size_t(std::max<int64_t>(n, 0))); }
 }  // namespace
 
 namespace {

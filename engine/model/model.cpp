@@ -59,7 +59,12 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     layouts = layout_layers(ckpt);
     vectors.resize(layouts.size());
     for (size_t il = 0; il < layouts.size(); ++il) size_layer_vectors(cfg, layouts[il], vectors[il]);
-    embed = read_resident(ckpt, kModelPrefix + "embed_tokens.weight");
+    const std::string embed_name = kModelPrefix + "embed_tokens.weight";
+    const TensorInfo* et = ckpt.directory.find(embed_name);
+    if (!et) throw Error(ErrorKind::Checkpoint, "tensor " + embed_name + " is missing from " + ckpt.dir.string());
+    embed_file = io::File::open(ckpt.directory.shards()[size_t(et->shard)].path, /*try_direct=*/false);
+    embed_offset = et->offset;
+    embed_row.resize(size_t(cfg.hidden_size));
     lm_head = read_resident(ckpt, kLmHeadName);
     final_norm = read_vector(ckpt, kModelPrefix + "norm.weight");
     fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
@@ -92,12 +97,15 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
     }
     K3_CHECK(T > 0 && T <= a.max_tokens, "forward() takes 1..%d tokens, got %d", a.max_tokens, T);
 
-    // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling)
-    const auto* embed = reinterpret_cast<const uint16_t*>(m.embed.data());
+    // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling), one row read per token
+    const int64_t row_bytes = E * int64_t(sizeof(uint16_t));
     int t = 0;
     for (const ForwardItem& it : items)
         for (int32_t id : it.tokens) {
-            for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(embed[id * E + i]);
+            if (Status s = m.embed_file.pread_full(m.embed_row.data(), size_t(row_bytes), m.embed_offset + id * row_bytes);
+                !s.ok())
+                return s;
+            for (int64_t i = 0; i < E; ++i) a.pref[t * E + i] = bf16_to_f32(m.embed_row[size_t(i)]);
             ++t;
         }
     trace_step(m.trace, "embed", -1, a.pref.data(), T, E);

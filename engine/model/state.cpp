@@ -16,8 +16,8 @@ SequenceState::SequenceState(const ModelConfig& c, int n_ctx_, int n_threads) : 
         mla_slot.push_back(c.is_mla(il) ? n_mla++ : -1);
     }
     kda.assign(size_t(n_kda * kda_layer_floats), 0.0f);
-    mla_rows.assign(size_t(n_mla) * size_t(n_ctx) * size_t(mla_row_floats), 0.0f);
-    attn_scratch.assign(size_t(std::max(1, n_threads)) * size_t(n_ctx), 0.0f);
+    mla_rows = ZeroedArray<float>(size_t(n_mla) * size_t(n_ctx) * size_t(mla_row_floats));
+    attn_scratch = ZeroedArray<float>(size_t(std::max(1, n_threads)) * size_t(n_ctx));
     capture_row_floats = 4 * P + H;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "util/zeroed_pages.h"
 #include "weights/config.h"
 
 namespace k3 {
@@ -25,12 +26,12 @@ struct SequenceState {
     std::vector<int> kda_slot;      // [n_layer] index into kda, -1 for MLA layers
 
     // [n_mla_layers][n_ctx][kv_lora + rope]
-    std::vector<float> mla_rows;
+    ZeroedArray<float> mla_rows;    // pages taken as positions are written
     int64_t mla_row_floats = 0;
     std::vector<int> mla_slot;      // [n_layer] index into mla_rows, -1 for KDA layers
 
     // [n_threads][n_ctx]: attention scores of one head (attend_head's scratch).
-    std::vector<float> attn_scratch;
+    ZeroedArray<float> attn_scratch;  // pages taken as far as keys are scored
 
     // Speculative verification: while `capture` is on, each KDA layer keeps the inputs of its
     // recurrence for the step's tokens ([n_kda][capture_tokens][4P + H]: raw q, k, v, z rows

@@ -127,7 +127,7 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     f.experts_per_token = cfg.num_experts_per_token;
     f.expert_slot_bytes = moe_layers > 0 ? int64_t(window_capacity(expert_bytes(cfg))) : 0;
     for (const auto& t : model_tensors(cfg))
-        if (t.role == TensorRole::Embed || t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)
+        if (t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)  // the embedding stays on disk (model.h)
             f.resident_bytes += t.nbytes();
     return f;
 }
@@ -163,7 +163,7 @@ std::string MemoryPlan::describe() const {
       << trunk.pinned.size() << " layers pinned (" << format_gb(trunk.pinned_bytes) << ")";
     if (trunk.ring_slots > 0) s << " + ring " << trunk.ring_slots << " x " << format_gb(trunk.slot_bytes);
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
-      << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; embedding/lm_head/norms " << format_gb(resident_bytes)
+      << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; lm_head/norms " << format_gb(resident_bytes)
       << "; prompt cache " << format_gb(prompt_cache_budget) << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
     if (!prompt_cache_dir.empty())
         s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
@@ -245,7 +245,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
         m << "memory plan refused: " << plan.source << " needs " << format_gb(plan.need_bytes + plan.prompt_cache_budget)
           << " (trunk "
           << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
-          << ", embedding/lm_head/norms " << format_gb(plan.resident_bytes) << ", prompt cache "
+          << ", lm_head/norms " << format_gb(plan.resident_bytes) << ", prompt cache "
           << format_gb(plan.prompt_cache_budget) << ") but MemAvailable is "
           << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
           << "); lower --trunk-gb, --cache-gb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";

@@ -56,7 +56,7 @@ struct ModelFootprint {
     int64_t expert_slot_bytes = 0;           // one cache slot (aligned window of one expert)
     int64_t routed_experts = 0;              // experts in the whole pool
     int experts_per_token = 0;               // top-k
-    int64_t resident_bytes = 0;              // embedding, lm_head, model norms (always resident)
+    int64_t resident_bytes = 0;              // lm_head, model norms (always resident; the embedding is read by row)
 };
 ModelFootprint footprint_of(const Checkpoint& ckpt);
 
