@@ -173,6 +173,7 @@ const std::vector<Setting>& settings() {
          },
          {}},
         {"trunk", [](DaemonConfig& c, const std::string& s) { c.memory.trunk_dir = s; }, {}},
+        {"prefill_mb", [](DaemonConfig& c, const std::string& s) { c.memory.prefill_mb = parse_double("prefill_mb", s, -1, 1e7); }, {}},
         string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
     };
     return table;
@@ -245,6 +246,8 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
                             restart (one directory per model; default: none)
   --prompt-cache-dir-gb GB  disk for it (default: 8 x the prompt cache's RAM)
   --trunk DIR               packed trunk (k3serve pack-trunk)
+  --prefill-mb MB           activations of one prefill chunk; the chunk is as many tokens as
+                            fit (default: the preset's, else at most 256 tokens)
   --kernels NAME            force a kernel set: scalar, avx2, avx512
   --help                    this text
 
@@ -400,6 +403,7 @@ json DaemonConfig::to_json() const {
         {"prompt_cache_dir", memory.prompt_cache_dir},
         {"prompt_cache_dir_gb", memory.prompt_cache_dir_gb},
         {"trunk", memory.trunk_dir},
+        {"prefill_mb", memory.prefill_mb},
         {"kernels", kernels},
     };
 }

@@ -78,10 +78,11 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     const Kernels& k = choose_kernels(options.kernels);
     n_threads_ = options.threads > 0 ? options.threads : physical_cores();
     say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
-    std::string plan;
+    io::MemoryPlan plan;
     say("loading weights");
-    store_ = open_weight_store(ckpt_, options.memory, &plan, &info_.memory_plan_bytes);
-    model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_);
+    store_ = open_weight_store(ckpt_, options.memory, &plan);
+    info_.memory_plan_bytes = plan.need_bytes;
+    model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
     info_.fingerprint = checkpoint_fingerprint(ckpt_);
     prompt_cache_ = std::make_unique<PromptCache>(io::prompt_cache_budget(options.memory), ckpt_.config);
     if (!options.memory.prompt_cache_dir.empty()) {
@@ -96,7 +97,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     if (info_.name.empty()) info_.name = std::filesystem::path(options.model_dir).parent_path().filename().string();
     info_.shape = describe(c);
     info_.kernels = k.name;
-    info_.memory_plan = plan;
+    info_.memory_plan = plan.describe();
     info_.n_vocab = c.vocab_size;
     info_.n_ctx_max = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
     info_.bos_token_id = c.bos_token_id;

@@ -35,7 +35,6 @@
 #include "weights/config.h"
 #include "store/memory_plan.h"
 #include "k3/options.h"
-#include "model/activations.h"
 
 namespace k3::cli {
 
@@ -258,7 +257,7 @@ void plan(Report& r) {
     b.mem_gbps = r.machine.mem_gbps;
     b.gflops = r.machine.gflops;
     for (const auto& [name, p] : fits)
-        r.plans.push_back({project(r.model, p, b, chunk_tokens_for(r.model.config)), name.empty() ? "resident" : name});
+        r.plans.push_back({project(r.model, p, b, p.chunk_tokens), name.empty() ? "resident" : name});
     if (fits.empty())
         r.problems.push_back("no memory plan fits in " + gb(r.machine.usable) + " usable memory; the smallest, " +
                              r.refused.back().first + ": " + r.refused.back().second);

@@ -18,7 +18,6 @@
 #include "k3/error.h"
 #include "k3/options.h"
 #include "kimi_k3_config.h"
-#include "model/activations.h"
 #include "store/memory_plan.h"
 
 namespace k3::cli {
@@ -34,6 +33,7 @@ const char* const kUsage =
     "                        available (default: this machine's MemAvailable)\n"
     "  --preset NAME         a named preset instead (laptop, desktop, workstation, server, max)\n"
     "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
+    "  --prefill-mb M        activations of one prefill chunk (default: the preset's, else 256 MB)\n"
     "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
     "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files)\n"
     "  --expert-gbps D       random expert-sized reads at depth 16 (default: measured, else D)\n"
@@ -68,7 +68,7 @@ std::vector<double> number_list(const std::string& flag, const std::string& list
 double gb(double bytes) { return bytes / 1e9; }
 
 void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b) {
-    const Projection p = project(m, plan, b, chunk_tokens_for(m.config));
+    const Projection p = project(m, plan, b, plan.chunk_tokens);
     std::printf("  %s\n", plan.describe().c_str());
     std::printf("  decode: reads %.3f GB per token (trunk %.3f, experts %.3f at %.0f%% cache hits), sweeps %.3f GB of "
                 "memory\n",
@@ -92,6 +92,7 @@ int plan_main(int argc, char** argv) {
             else if (args.is("--preset")) a.memory.preset = args.value();
             else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
             else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
+            else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
             else if (args.is("--compress-ratio")) a.given.compress_ratio = args.number();
             else if (args.is("--disk-gbps")) a.given.disk_gbps = args.number();
             else if (args.is("--expert-gbps")) a.given.expert_gbps = args.number();

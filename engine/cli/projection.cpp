@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "io/file.h"
+#include "weights/chunk_size.h"
 #include "weights/model_tensors.h"
 
 namespace k3::cli {
@@ -39,6 +40,8 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
     f.experts_per_token = m.config.num_experts_per_token;
     f.resident_bytes = m.resident - m.embed;
+    f.activation_bytes_per_token = activation_bytes_per_token(m.config);
+    f.default_chunk_tokens = chunk_tokens_for(m.config);
     return f;
 }
 

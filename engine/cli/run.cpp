@@ -45,6 +45,8 @@ constexpr const char* kUsage =
     "  --trunk-gb X         trunk budget: pinned layers + a 2-slot read ring (overrides the preset)\n"
     "  --cache-gb X         expert cache budget (overrides the preset)\n"
     "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
+    "  --prefill-mb X       activations of one prefill chunk; a chunk is as many tokens as fit\n"
+    "                       (default: the preset's, else at most 256 tokens)\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage or untrusted checkpoint, 4 a routed expert failed to load.\n";
 
@@ -99,6 +101,7 @@ Args parse_args(ArgList& args) {
         else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
         else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
         else if (args.is("--trunk")) a.memory.trunk_dir = args.value();
+        else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
         else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");

@@ -9,26 +9,6 @@ namespace {
 ZeroedArray<float> zeros(int64_t n) { return ZeroedArray<float>(size_t(std::max<int64_t>(n, 0))); }
 }  // namespace
 
-namespace {
-
-// Floats one token of a chunk occupies across the buffers below.
-int64_t floats_per_token(const ModelConfig& c) {
-    const int64_t E = c.hidden_size, P = c.kda_width(), MH = c.num_attention_heads, KV = c.mla_kv_latent_dim();
-    const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size, K = c.num_experts_per_token;
-    const int64_t nb = (c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size;
-    return E * (5 + nb) + 6 * P + c.kda_head_dim + c.kda_num_heads + c.q_lora_rank + MH * c.mla_q_head_dim() + KV +
-           2 * MH * c.v_head_dim + MH * KV + MH * c.kv_lora_rank + 2 * c.intermediate_size + c.num_experts +
-           2 * K + 2 * L + K * (2 * L + 2 * I) + 2 * c.shared_intermediate();
-}
-
-}  // namespace
-
-int chunk_tokens_for(const ModelConfig& c) {
-    constexpr int64_t kBudgetBytes = 256ll << 20;
-    const int64_t fit = kBudgetBytes / (4 * std::max<int64_t>(1, floats_per_token(c)));
-    return int(std::clamp<int64_t>(fit, 16, 256));
-}
-
 Activations::Activations(const ModelConfig& c, int T) : max_tokens(T) {
     const int64_t E = c.hidden_size, P = c.kda_width(), D = c.kda_head_dim, H = c.kda_num_heads;
     const int64_t MH = c.num_attention_heads, QK = c.mla_q_head_dim(), KV = c.mla_kv_latent_dim();

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "util/zeroed_pages.h"
+#include "weights/chunk_size.h"
 #include "weights/config.h"
 
 namespace k3 {
 
-// Tokens per forward() chunk for this shape: up to 256 (a larger chunk reads each weight once
-// for more tokens and gives each routed expert more tokens per acquisition), but no more than
-// keeps the activations near 256 MB (Kimi K3: about 100 tokens).
-int chunk_tokens_for(const ModelConfig& cfg);
+// chunk_tokens_for, activation_bytes_per_token: weights/chunk_size.h
 
 struct Activations {
     Activations(const ModelConfig& cfg, int max_tokens);

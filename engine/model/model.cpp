@@ -52,9 +52,9 @@ void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
 
 }  // namespace
 
-Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightStore& store_)
+Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightStore& store_, int chunk_tokens)
     : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_),
-      act(ckpt_.config, chunk_tokens_for(ckpt_.config)) {
+      act(ckpt_.config, chunk_tokens > 0 ? chunk_tokens : chunk_tokens_for(ckpt_.config)) {
     K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
     layouts = layout_layers(ckpt);
     vectors.resize(layouts.size());

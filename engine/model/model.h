@@ -21,7 +21,9 @@
 namespace k3 {
 
 struct Model {
-    Model(const Checkpoint& ckpt, const Kernels& k, int n_threads, WeightStore& store);
+    // chunk_tokens: the largest forward chunk (the memory plan's prefill chunk; <= 0: the
+    // default, chunk_tokens_for(cfg)).
+    Model(const Checkpoint& ckpt, const Kernels& k, int n_threads, WeightStore& store, int chunk_tokens = 0);
 
     const Checkpoint& ckpt;
     const ModelConfig& cfg;
@@ -63,7 +65,7 @@ struct ForwardItem {
 };
 
 // Evaluates the items' tokens together in one pass over the weights (at most m.act.max_tokens
-// in all, chunk_tokens_for(cfg); the states distinct), advancing each KDA state and writing each
+// in all, the plan's chunk; the states distinct), advancing each KDA state and writing each
 // sequence's MLA latent rows; on success every st->n_past grows by its tokens. Every row is
 // computed exactly as if its sequence ran alone (the kernels are row-independent), so a batch
 // gives each sequence the bits of a solo run. Checks `cancel` between layers. On failure

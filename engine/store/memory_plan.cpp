@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "io/file.h"
+#include "weights/chunk_size.h"
 #include "weights/model_tensors.h"
 #include "k3/error.h"
 
@@ -16,8 +17,8 @@ namespace k3::io {
 namespace {
 
 constexpr PresetBudget kPresets[] = {
-    {"laptop", 3.0, 1.0},      {"desktop", 16.0, 10.0}, {"workstation", 60.0, 30.0},
-    {"server", 110.0, 13.0},   {"max", 110.0, 109.0},
+    {"laptop", 3.0, 1.0, 512},     {"desktop", 16.0, 10.0, 2000}, {"workstation", 60.0, 30.0, 4000},
+    {"server", 110.0, 13.0, 4000}, {"max", 110.0, 109.0, 8000},
 };
 
 // auto keeps this much of MemAvailable for everything that is not weights (KV rows, KDA state,
@@ -126,6 +127,8 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     f.routed_experts = int64_t(moe_layers) * cfg.num_experts;
     f.experts_per_token = cfg.num_experts_per_token;
     f.expert_slot_bytes = moe_layers > 0 ? int64_t(window_capacity(expert_bytes(cfg))) : 0;
+    f.activation_bytes_per_token = activation_bytes_per_token(cfg);
+    f.default_chunk_tokens = chunk_tokens_for(cfg);
     for (const auto& t : model_tensors(cfg))
         if (t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)  // the embedding stays on disk (model.h)
             f.resident_bytes += t.nbytes();
@@ -154,7 +157,8 @@ std::string MemoryPlan::describe() const {
     std::ostringstream s;
     if (!streaming) {
         s << "memory: everything resident (" << format_gb(need_bytes) << " of weights; prompt cache "
-          << format_gb(prompt_cache_budget) << ")";
+          << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens, " << format_gb(prefill_bytes)
+          << ")";
         if (!prompt_cache_dir.empty())
             s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
         return s.str();
@@ -164,7 +168,8 @@ std::string MemoryPlan::describe() const {
     if (trunk.ring_slots > 0) s << " + ring " << trunk.ring_slots << " x " << format_gb(trunk.slot_bytes);
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; lm_head/norms " << format_gb(resident_bytes)
-      << "; prompt cache " << format_gb(prompt_cache_budget) << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
+      << "; prompt cache " << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens ("
+      << format_gb(prefill_bytes) << "); total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
     if (!prompt_cache_dir.empty())
         s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
     return s.str();
@@ -181,6 +186,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
 
     // 1. The two budgets, as asked. Unset parts mean "as much as the model needs".
     int64_t trunk_budget = trunk_total, cache_budget = pool_bytes;
+    double prefill_mb = -1;  // < 0: the default chunk
     plan.streaming = wants_budget(options);
     plan.source = "resident";
     if (!options.preset.empty()) {
@@ -192,8 +198,9 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
             // Never more than the refusal limit below leaves: above about 66 GB the 2 GB + 2%
             // reserve is smaller than the 5% the limit keeps, and the real K3 at 128/256 GB was
             // refused by its own auto plan.
+            const int64_t asked_prefill = options.prefill_mb >= 0 ? int64_t(options.prefill_mb * 1e6) : 0;
             const int64_t limit_left = int64_t(double(mem_available) * kRefuseAboveFraction) - model.resident_bytes -
-                                       prompt_cache_budget(options) - 1;
+                                       prompt_cache_budget(options) - asked_prefill - 1;
             int64_t usable = std::min(mem_available - reserve, limit_left);
             int64_t min_cache = int64_t(min_cache_slots) * model.expert_slot_bytes;
             // Trunk first (a pinned byte saves a read every token), then the cache.
@@ -213,11 +220,21 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
                 throw Error(ErrorKind::Usage, "unknown memory preset '" + options.preset + "' (known: " + preset_names() + ")");
             trunk_budget = gb_to_bytes(p->trunk_gb);
             cache_budget = gb_to_bytes(p->cache_gb);
+            prefill_mb = p->prefill_mb;
         }
     }
     if (options.trunk_gb >= 0) trunk_budget = gb_to_bytes(options.trunk_gb);
     if (options.cache_gb >= 0) cache_budget = gb_to_bytes(options.cache_gb);
+    if (options.prefill_mb >= 0) prefill_mb = options.prefill_mb;
     if (options.preset.empty() && plan.streaming) plan.source = "explicit";
+    // The prefill chunk: as many tokens as its activation budget holds (without one, the default
+    // chunk of at most 256 tokens).
+    const int64_t per_token = std::max<int64_t>(1, model.activation_bytes_per_token);
+    if (prefill_mb >= 0)
+        plan.chunk_tokens = int(std::clamp<int64_t>(int64_t(prefill_mb * 1e6) / per_token, 1, kMaxChunkTokens));
+    else
+        plan.chunk_tokens = std::max(1, model.default_chunk_tokens);
+    plan.prefill_bytes = int64_t(plan.chunk_tokens) * per_token;
     plan.trunk_budget = trunk_budget;
     plan.cache_budget = cache_budget;
 
@@ -236,7 +253,10 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     plan.prompt_cache_budget = prompt_cache_budget(options);
     plan.prompt_cache_dir = options.prompt_cache_dir;
     plan.prompt_cache_disk_budget = options.prompt_cache_dir.empty() ? 0 : prompt_cache_disk_budget(options);
-    plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes;
+    // A chunk budget that was asked for counts in the plan; the default chunk (at most 256 MB)
+    // is part of what the engine keeps outside it, as auto's reserve assumes.
+    plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes +
+                      (prefill_mb >= 0 ? plan.prefill_bytes : 0);
 
     // 3. Refuse before allocating anything.
     int64_t limit = int64_t(double(mem_available) * kRefuseAboveFraction);
@@ -246,9 +266,9 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
           << " (trunk "
           << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
           << ", lm_head/norms " << format_gb(plan.resident_bytes) << ", prompt cache "
-          << format_gb(plan.prompt_cache_budget) << ") but MemAvailable is "
+          << format_gb(plan.prompt_cache_budget) << ", prefill chunk " << format_gb(plan.prefill_bytes) << ") but MemAvailable is "
           << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
-          << "); lower --trunk-gb, --cache-gb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
+          << "); lower --trunk-gb, --cache-gb, --prefill-mb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
         throw Error(ErrorKind::Memory, m.str());
     }
     return plan;

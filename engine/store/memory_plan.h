@@ -19,10 +19,13 @@ struct PresetBudget {
     std::string_view name;
     double trunk_gb;
     double cache_gb;
+    double prefill_mb;   // activations of one prefill chunk
 };
 
 // laptop 3/1, desktop 16/10, workstation 60/30, server 110/13, max 110/109 (budgets sized for
-// the real Kimi K3; on a smaller model each is capped at what the model needs).
+// the real Kimi K3; on a smaller model each is capped at what the model needs); prefill chunk
+// activations 512 MB, 2 GB, 4 GB, 4 GB, 8 GB (auto and no preset: the default chunk of at most
+// 256 tokens and 256 MB, unless --prefill-mb says otherwise).
 std::span<const PresetBudget> memory_presets();
 
 inline constexpr double kGB = 1e9;
@@ -56,6 +59,8 @@ struct ModelFootprint {
     int64_t expert_slot_bytes = 0;           // one cache slot (aligned window of one expert)
     int64_t routed_experts = 0;              // experts in the whole pool
     int experts_per_token = 0;               // top-k
+    int64_t activation_bytes_per_token = 0;  // forward-pass scratch per token of a chunk
+    int default_chunk_tokens = 0;            // the chunk without a prefill budget (chunk_tokens_for)
     int64_t resident_bytes = 0;              // lm_head, model norms (always resident; the embedding is read by row)
 };
 ModelFootprint footprint_of(const Checkpoint& ckpt);
@@ -71,6 +76,8 @@ struct MemoryPlan {
     int64_t need_bytes = 0;          // everything the plan allocates for weights
     int64_t mem_available = 0;
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
+    int chunk_tokens = 0;            // tokens per forward chunk (prefill)
+    int64_t prefill_bytes = 0;       // its activations
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it
     std::string prompt_cache_dir;    // its disk tier ("" = none; disk, not in any RAM figure)

@@ -7,10 +7,9 @@
 namespace k3 {
 
 std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
-                                               std::string* plan, int64_t* planned_bytes) {
+                                               io::MemoryPlan* plan) {
     const io::MemoryPlan p = io::make_memory_plan(io::footprint_of(ckpt), memory, io::read_mem_available());
-    if (plan) *plan = p.describe();
-    if (planned_bytes) *planned_bytes = p.need_bytes;
+    if (plan) *plan = p;
     if (!p.streaming) return make_resident_store(ckpt);
     return make_streaming_store(ckpt, p);
 }

@@ -14,6 +14,10 @@
 #include "k3/options.h"
 #include "k3/status.h"
 
+namespace k3::io {
+struct MemoryPlan;
+}
+
 namespace k3 {
 
 struct WeightStoreStats {
@@ -61,9 +65,6 @@ public:
 // Everything read into memory once at load.
 std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt);
 
-namespace io {
-struct MemoryPlan;
-}
 // Within a memory budget (io/memory_plan.h: make_memory_plan(footprint_of(ckpt), options,
 // read_mem_available())): pinned layers + read ring for the trunk, a budgeted expert cache,
 // O_DIRECT reads with several in flight. Throws k3::Error (Checkpoint for a packed trunk that
@@ -75,6 +76,6 @@ std::unique_ptr<WeightStore> make_streaming_store(const Checkpoint& ckpt, const 
 // one-line description of the memory plan (ModelInfo::memory_plan), *planned_bytes what it
 // allocates for weights (ModelInfo::memory_plan_bytes).
 std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
-                                               std::string* plan, int64_t* planned_bytes = nullptr);
+                                               io::MemoryPlan* plan);
 
 }  // namespace k3

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "store/memory_plan.h"
+#include "weights/chunk_size.h"
 #include "k3/error.h"
 
 using namespace k3;
@@ -189,6 +190,33 @@ TEST_CASE("a plan above 95% of MemAvailable is refused before allocating, saying
     MemoryOptions bigger = opts("", -1, 4.0);
     bigger.prompt_cache_gb = 2.0;
     CHECK_THROWS_AS(make_memory_plan(f, bigger, avail), Error);
+}
+
+TEST_CASE("the prefill chunk is a line of the plan, as many tokens as its activation budget holds") {
+    auto f = mini_like();
+    f.activation_bytes_per_token = 440 * 1000;  // about k3-mini's
+    f.default_chunk_tokens = 256;
+    // No chunk budget asked for: the default chunk, kept outside the plan's total.
+    MemoryPlan plain = make_memory_plan(f, opts("", 0.3, 0.1), kPlenty);
+    CHECK(plain.chunk_tokens == 256);
+    CHECK(plain.need_bytes == plain.trunk.total_bytes() + int64_t(plain.cache_slots) * plain.cache_slot_bytes + plain.resident_bytes);
+    // A preset's budget (laptop: 512 MB) and an explicit --prefill-mb, which counts in the total.
+    MemoryPlan laptop = make_memory_plan(f, opts("laptop"), kPlenty);
+    CHECK(laptop.chunk_tokens == 512000000 / 440000);
+    CHECK(laptop.describe().find("prefill chunk 1163 tokens (0.51 GB)") != std::string::npos);
+    MemoryOptions o = opts("", 0.3, 0.1);
+    o.prefill_mb = 100;
+    MemoryPlan small = make_memory_plan(f, o, kPlenty);
+    CHECK(small.chunk_tokens == 227);
+    CHECK(small.need_bytes == plain.need_bytes + small.prefill_bytes);
+    // At least one token, at most kMaxChunkTokens.
+    o.prefill_mb = 0;
+    CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == 1);
+    o.prefill_mb = 1e6;
+    CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == kMaxChunkTokens);
+    // A chunk budget that does not fit is refused with the rest of the plan, naming it.
+    o.prefill_mb = 3000;
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, o, int64_t(3000) * MB), doctest::Contains("prefill chunk"), Error);
 }
 
 TEST_CASE("MemAvailable is read from /proc/meminfo") {

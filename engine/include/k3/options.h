@@ -12,6 +12,9 @@ struct MemoryOptions {
     double trunk_gb = -1;      // explicit overrides; < 0 = from the preset
     double cache_gb = -1;
     std::string trunk_dir;     // optional packed trunk (k3serve pack-trunk)
+    double prefill_mb = -1;    // activations of one prefill chunk (MB, 10^6 bytes); the chunk is as
+                               // many tokens as fit. < 0: the preset's, or the default chunk (at
+                               // most 256 tokens and 256 MB) without one
     double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
     std::string prompt_cache_dir; // the prompt cache's disk tier ("" = none)
     double prompt_cache_dir_gb = -1;  // its size on disk; < 0 = from the preset
