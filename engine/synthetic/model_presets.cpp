@@ -166,6 +166,39 @@ ModelConfig k3_mini() {
     return c;
 }
 
+// Kimi K3's real layer dimensions (hidden 7168, 96 KDA heads of 128, MLA 96 heads with
+// q_lora 1536 / kv_lora 512, latent experts 3584 -> 3072 of 17,547,264 bytes, dense
+// intermediate 33792) with few layers and experts and a cut vocabulary, so reads and kernels run
+// at the real sizes within a small disk (about 5.6 GB): the dense layer 0, a KDA MoE layer and an
+// MLA MoE layer (the last layer is full attention, as in K3), 32 experts each, top-16.
+ModelConfig k3_slice() {
+    ModelConfig c = k3_family_defaults();
+    c.hidden_size = 7168;
+    c.num_hidden_layers = 3;
+    c.vocab_size = 16384;
+    c.intermediate_size = 33792;
+    c.first_k_dense_replace = 1;
+    c.attn_res_block_size = 12;
+    c.max_position_embeddings = 32768;
+    c.num_attention_heads = 96;
+    c.q_lora_rank = 1536;
+    c.kv_lora_rank = 512;
+    c.qk_nope_head_dim = 128;
+    c.qk_rope_head_dim = 64;
+    c.v_head_dim = 128;
+    c.kda_num_heads = 96;
+    c.kda_head_dim = 128;
+    c.short_conv_kernel_size = 4;
+    c.full_attn_layers = {3};
+    c.num_experts = 32;
+    c.num_experts_per_token = 16;
+    c.num_shared_experts = 2;
+    c.routed_expert_hidden_size = 3584;
+    c.moe_intermediate_size = 3072;
+    finish(c);
+    return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& model_presets() {
@@ -175,6 +208,7 @@ const std::vector<ModelPreset>& model_presets() {
         {"demo", "serves instantly: 8 layers, hidden 256, 16 experts top-4, vocab 4096", demo(), 2},
         {"k3-mini", "benchmark shape of design/performance.md: 24 layers, hidden 2048, 256 experts (~9.3 GB)",
          k3_mini(), 4},
+        {"k3-slice", "Kimi K3's real layer sizes, 3 layers, 32 experts top-16, vocab 16384 (~5.6 GB)", k3_slice(), 2},
     };
     return presets;
 }

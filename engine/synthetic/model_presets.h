@@ -17,7 +17,7 @@ struct ModelPreset {
     int default_shards = 1;
 };
 
-// All presets, smallest first: tiny, tiny-wide, demo, k3-mini.
+// All presets, smallest first: tiny, tiny-wide, demo, k3-mini; then k3-slice (K3's layer sizes).
 const std::vector<ModelPreset>& model_presets();
 // The preset called `name`, or nullptr.
 const ModelPreset* find_preset(const std::string& name);
