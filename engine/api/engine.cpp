@@ -120,6 +120,12 @@ EngineStats EngineImpl::stats() const {
     e.compute_seconds = forward_seconds_ > s.io_wait_seconds ? forward_seconds_ - s.io_wait_seconds : 0;
     e.pinned_layers = s.pinned_layers;
     e.ring_slots = s.ring_slots;
+    e.expert_prefetch_reads = s.expert_prefetch_reads;
+    e.expert_prefetch_hits = s.expert_prefetch_hits;
+    e.lookahead_predicted = model_->lookahead_predicted;
+    e.lookahead_confirmed = model_->lookahead_confirmed;
+    e.expert_wait_seconds = s.expert_wait_seconds;
+    e.trunk_wait_seconds = s.trunk_wait_seconds;
     const PromptCacheStats p = prompt_cache_->stats();
     e.prompt_cache_lookups = p.lookups;
     e.prompt_cache_hits = p.hits;

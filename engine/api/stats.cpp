@@ -43,6 +43,18 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
            busy > 0 ? e.io_seconds / busy : 0.0);
     count("pinned_layers", "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
     count("ring_slots", "k3serve:ring_slots", "gauge", "Trunk read-ring slots (streamed layers).", e.ring_slots);
+    count("expert_prefetch_reads", "k3serve:expert_prefetch_reads_total", "counter",
+          "Experts read ahead by the next-layer lookahead.", double(e.expert_prefetch_reads));
+    count("expert_prefetch_hits", "k3serve:expert_prefetch_hits_total", "counter",
+          "Expert lookups that found a lookahead read (done or in flight).", double(e.expert_prefetch_hits));
+    count("lookahead_predicted", "k3serve:lookahead_predicted_total", "counter",
+          "Experts the next-layer lookahead predicted.", double(e.lookahead_predicted));
+    count("lookahead_confirmed", "k3serve:lookahead_confirmed_total", "counter",
+          "Predicted experts the layer then chose.", double(e.lookahead_confirmed));
+    figure("expert_wait_seconds", "k3serve:expert_wait_seconds_total", "counter", "Time the engine waited for experts.",
+           e.expert_wait_seconds);
+    figure("trunk_wait_seconds", "k3serve:trunk_wait_seconds_total", "counter", "Time the engine waited for trunk layers.",
+           e.trunk_wait_seconds);
     count("prompt_cache_lookups", "k3serve:prompt_cache_lookups_total", "counter",
           "Prompts looked up in the prompt cache.", double(e.prompt_cache_lookups));
     count("prompt_cache_hits", "k3serve:prompt_cache_hits_total", "counter",

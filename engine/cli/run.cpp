@@ -45,6 +45,7 @@ constexpr const char* kUsage =
     "  --trunk-gb X         trunk budget: pinned layers + a 2-slot read ring (overrides the preset)\n"
     "  --cache-gb X         expert cache budget (overrides the preset)\n"
     "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
+    "  --no-lookahead       do not prefetch the experts the next layer's router predicts\n"
     "  --prefill-mb X       activations of one prefill chunk; a chunk is as many tokens as fit\n"
     "                       (default: the preset's, else at most 256 tokens)\n"
     "\n"
@@ -102,6 +103,7 @@ Args parse_args(ArgList& args) {
         else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
         else if (args.is("--trunk")) a.memory.trunk_dir = args.value();
         else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
+        else if (args.is("--no-lookahead")) a.memory.lookahead = false;
         else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
@@ -184,6 +186,12 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
                 (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
                 (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
                 total.pinned_layers, total.ring_slots);
+    if (total.lookahead_predicted > 0)
+        std::printf("lookahead: %.1f%% of %llu predicted experts chosen; %llu read ahead, %llu of them asked for; waited "
+                    "%.3f s for experts, %.3f s for the trunk\n",
+                    100.0 * double(total.lookahead_confirmed) / double(total.lookahead_predicted),
+                    (unsigned long long)total.lookahead_predicted, (unsigned long long)total.expert_prefetch_reads,
+                    (unsigned long long)total.expert_prefetch_hits, total.expert_wait_seconds, total.trunk_wait_seconds);
 }
 
 void write_report(const std::string& path, const ModelInfo& info, const Outcome& o, int code) {

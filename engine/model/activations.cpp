@@ -58,6 +58,11 @@ Activations::Activations(const ModelConfig& c, int T) : max_tokens(T) {
     cursor.assign(size_t(c.num_experts), 0);
     router_c = zeros(c.num_experts);
 
+    ahead_scores = zeros(int64_t(kLookaheadRows) * c.num_experts);
+    ahead_sel.assign(size_t(kLookaheadRows) * size_t(K), 0);
+    ahead_w = zeros(int64_t(kLookaheadRows) * K);
+    ahead_union.assign(size_t(c.num_experts), 0);
+
     final_h = zeros(T * E);
     seq_of.assign(size_t(T), 0);
 }

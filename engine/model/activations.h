@@ -14,6 +14,9 @@ namespace k3 {
 
 // chunk_tokens_for, activation_bytes_per_token: weights/chunk_size.h
 
+// Steps of at most this many rows (decode steps, also of a batch) predict the next layer's experts.
+inline constexpr int kLookaheadRows = 8;
+
 struct Activations {
     Activations(const ModelConfig& cfg, int max_tokens);
 
@@ -67,6 +70,14 @@ struct Activations {
     ZeroedArray<float> sout;        // [T][E]   shared experts' output
     std::vector<int32_t> cursor;    // [n_expert]  fill position while sorting by expert
     ZeroedArray<float> router_c;    // [n_expert]  one token's corrected scores during selection
+
+    // ---- next-layer lookahead (moe.cpp) ----
+    ZeroedArray<float> ahead_scores;      // [kLookaheadRows][n_expert]  next layer's router on this layer's input
+    std::vector<int32_t> ahead_sel;       // [kLookaheadRows][top_k]     experts it predicts
+    ZeroedArray<float> ahead_w;           // [kLookaheadRows][top_k]
+    std::vector<int32_t> ahead_union;     // [n_expert]  the prediction's distinct experts
+    int ahead_n = 0;                      // how many
+    int ahead_layer = -1;                 // the layer they were predicted for (-1: none pending)
 
     // ---- output ----
     ZeroedArray<float> final_h;     // [T][E]

@@ -52,6 +52,11 @@ struct Model {
     // Layers evaluated since load, bumped after each one (any thread may read it): the daemon's
     // liveness check sees a long prefill make progress, and a stuck one not.
     std::atomic<uint64_t> layers_evaluated{0};
+
+    // Next-layer lookahead (moe.cpp): experts predicted, and how many of them the layer then
+    // chose; reads go ahead on a resident trunk only while the share stays high.
+    uint64_t lookahead_predicted = 0;
+    uint64_t lookahead_confirmed = 0;
 };
 
 // One sequence's part of a forward chunk: its tokens (evaluated at positions st->n_past...) and

@@ -89,6 +89,59 @@ void run_experts(Model& m, int il, int b0, int nb) {
     });
 }
 
+// Below this share of confirmed predictions a wrong read costs more than a right one saves
+// with the trunk in memory (performance.md, "Next-layer lookahead"); judged after kJudgeAfter.
+constexpr double kResidentPrecision = 0.75;
+constexpr uint64_t kJudgeAfter = 256;
+
+// Next-layer lookahead: layer il+1's router applied to this layer's MoE input predicts the
+// experts il+1 will choose, and their reads are issued now so they overlap this layer's
+// experts and the next layer's attention. It only schedules reads: nothing computed depends on
+// it, so outputs stay exact. Decode steps only (a prefill chunk's union is most of the pool),
+// and only when the next layer's run is in memory already (pinned, or read ahead by the ring).
+// The prediction is always scored against the next layer's choice (a router matvec, cheap),
+// and with the trunk resident its reads go ahead only while it proves precise.
+void look_ahead(Model& m, int il, const float* x, int T) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const int next = il + 1;
+    a.ahead_layer = -1;
+    if (T > kLookaheadRows || next >= c.num_hidden_layers || c.is_dense(next)) return;
+    const WeightStore::Lookahead mode = m.store.lookahead();
+    if (mode == WeightStore::Lookahead::Off) return;
+    const uint8_t* run = m.store.peek_layer(next);
+    if (!run) return;
+    const LayerLayout& lay = m.layouts[size_t(next)];
+    widen_layer_vectors(c, lay, run, m.vectors[size_t(next)]);
+    const MoeWeights w = bind_layer(lay, run, m.vectors[size_t(next)]).moe;
+    const int NE = c.num_experts, K = c.num_experts_per_token;
+    m.compute.matmul_bf16(w.router, x, a.ahead_scores.data(), NE, c.hidden_size, T);
+    a.ahead_n = 0;
+    for (int t = 0; t < T; ++t) {
+        float* s = &a.ahead_scores[size_t(t) * NE];
+        for (int e = 0; e < NE; ++e) s[e] = sigmoid(s[e]);
+        int32_t* sel = &a.ahead_sel[size_t(t) * K];
+        select_experts(s, w.router_bias, NE, K, false, 1.0f, a.router_c.data(), sel, &a.ahead_w[size_t(t) * K]);
+        for (int j = 0; j < K; ++j)
+            if (std::find(a.ahead_union.begin(), a.ahead_union.begin() + a.ahead_n, sel[j]) == a.ahead_union.begin() + a.ahead_n)
+                a.ahead_union[size_t(a.ahead_n++)] = sel[j];
+    }
+    a.ahead_layer = next;
+    const bool judged = m.lookahead_predicted >= kJudgeAfter;
+    const bool precise = judged && double(m.lookahead_confirmed) >= kResidentPrecision * double(m.lookahead_predicted);
+    if (mode == WeightStore::Lookahead::Streamed || precise)
+        m.store.prefetch_experts(next, std::span<const int32_t>(a.ahead_union.data(), size_t(a.ahead_n)));
+}
+
+// Scores the prediction made for layer il against the experts it chose (n_assigned).
+void score_lookahead(Model& m, int il) {
+    Activations& a = m.act;
+    if (a.ahead_layer != il) return;
+    for (int i = 0; i < a.ahead_n; ++i) m.lookahead_confirmed += a.n_assigned[size_t(a.ahead_union[size_t(i)])] > 0 ? 1 : 0;
+    m.lookahead_predicted += uint64_t(a.ahead_n);
+    a.ahead_layer = -1;
+}
+
 }  // namespace
 
 Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T) {
@@ -124,6 +177,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
         next += a.n_assigned[e];
         if (a.n_assigned[e] > 0) a.union_ids[n_union++] = e;
     }
+    score_lookahead(m, il);
     for (int t = 0; t < T; ++t)
         for (int j = 0; j < K; ++j) {
             const int slot = a.cursor[a.sel[t * K + j]]++;
@@ -138,6 +192,8 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
         Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
                                             a.expert_runs.data());
         if (!st.ok()) return st;
+        // This layer's reads are all done; the next layer's go now.
+        if (b0 + nb == n_union) look_ahead(m, il, x, T);
         run_experts(m, il, b0, nb);
         m.store.release_experts(il);
     }

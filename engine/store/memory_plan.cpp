@@ -179,6 +179,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     MemoryPlan plan;
     plan.mem_available = mem_available;
     plan.trunk_dir = options.trunk_dir;
+    plan.lookahead = options.lookahead;
     plan.resident_bytes = model.resident_bytes;
     const int64_t trunk_total = sum(model.layer_alloc_bytes);
     const int64_t pool_bytes = model.routed_experts * model.expert_slot_bytes;

@@ -77,6 +77,7 @@ struct MemoryPlan {
     int64_t mem_available = 0;
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
     int chunk_tokens = 0;            // tokens per forward chunk (prefill)
+    bool lookahead = true;           // next-layer expert prefetch (MemoryOptions::lookahead)
     int64_t prefill_bytes = 0;       // its activations
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it

@@ -66,6 +66,11 @@ public:
     void release_experts(int il) override;
     int max_experts_per_acquire() const override { return layout_.experts_per_token; }
     void prefetch_experts(int il, std::span<const int32_t> experts) override;
+    Lookahead lookahead() const override {
+        if (!prefetch_enabled_ || !plan_.lookahead) return Lookahead::Off;
+        return ring_ ? Lookahead::Streamed : Lookahead::Resident;
+    }
+    const uint8_t* peek_layer(int il) override;
 
     WeightStoreStats stats() const override;
 
@@ -352,6 +357,12 @@ void StreamingStore::release_experts(int il) {
     std::lock_guard lock(mu_);
     for (int s : held_[il]) cache_.drop_user(s);
     held_[il].clear();
+}
+
+const uint8_t* StreamingStore::peek_layer(int il) {
+    if (il < 0 || il >= layout_.n_layers) return nullptr;
+    if (plan_.trunk.pinned[size_t(il)]) return pinned_run_[size_t(il)];
+    return ring_ ? ring_->peek(il) : nullptr;
 }
 
 void StreamingStore::prefetch_experts(int il, std::span<const int32_t> experts) {

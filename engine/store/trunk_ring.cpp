@@ -146,6 +146,13 @@ Status TrunkRing::acquire(int il, const uint8_t** run) {
     return Status::Ok();
 }
 
+const uint8_t* TrunkRing::peek(int il) const {
+    std::lock_guard lock(mu_);
+    const int s = slot_of(il);
+    if (s < 0 || (slots_[size_t(s)].state != State::Ready && slots_[size_t(s)].state != State::InUse)) return nullptr;
+    return slots_[size_t(s)].payload;
+}
+
 void TrunkRing::release(int il) {
     std::lock_guard lock(mu_);
     int s = slot_of(il);

@@ -34,6 +34,9 @@ public:
     // cursor to il. An IoError from the read is returned as is (no pointer handed out).
     Status acquire(int il, const uint8_t** run);
     void release(int il);
+    // Layer il's run if its read has completed (Ready or in use), else nullptr; never waits.
+    // A layer inside the read-ahead window is not evicted before it is acquired and released.
+    const uint8_t* peek(int il) const;
 
     int slots() const { return int(slots_.size()); }
     uint64_t layer_reads() const;

@@ -59,6 +59,17 @@ public:
     // Hint: these experts of layer il are likely to be asked for soon.
     virtual void prefetch_experts(int /*il*/, std::span<const int32_t> /*experts*/) {}
 
+    // Next-layer lookahead (model/moe.cpp): whether prefetching the experts the next layer's
+    // router predicts can pay here. Off: never (everything resident, no room in the cache,
+    // --no-lookahead). Streamed: the trunk streams, so steps wait on the disk anyway and the
+    // reads go ahead. Resident: the trunk is in memory and a wrong prediction's read delays the
+    // right ones, so reads go ahead only while predictions prove precise.
+    enum class Lookahead { Off, Streamed, Resident };
+    virtual Lookahead lookahead() const { return Lookahead::Off; }
+    // Layer il's run if it is already in memory (pinned, or read by the trunk ring's read-ahead);
+    // never blocks, never reads; nullptr otherwise. Valid while layer il-1 is held.
+    virtual const uint8_t* peek_layer(int /*il*/) { return nullptr; }
+
     virtual WeightStoreStats stats() const = 0;
 };
 

@@ -1,6 +1,7 @@
 // The memory dial changes nothing but speed: logits are bit-identical from everything resident
-// down to the smallest budget that fits the read ring, with and without a packed trunk, on the
-// tiny fixtures; and a read that fails mid-run (a shard or trunk.bin truncated after start-up)
+// down to the smallest budget that fits the read ring, with and without a packed trunk (plain or
+// compressed), with and without the next-layer lookahead, at any prefill chunk and thread count,
+// on the tiny fixtures; and a read that fails mid-run (a shard or trunk.bin truncated after start-up)
 // fails the step with an IoError naming the file, never a wrong token.
 #include <doctest/doctest.h>
 
@@ -55,10 +56,12 @@ int32_t argmax(std::span<const float> v) {
     return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr) {
+Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr,
+                  int threads = 0) {
     EngineOptions o;
     o.model_dir = model.string();
     o.memory = memory;
+    o.threads = threads;
     auto engine = Engine::load(o);
     if (plan) *plan = engine->info().memory_plan;
     auto prompt = prompt_for(engine->info().n_vocab);
@@ -85,6 +88,7 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
 
 struct Budgets {
     int64_t trunk_all, trunk_edge, cache_min, pool;
+    int64_t act_per_token;  // prefill activations per token
 };
 
 Budgets budgets_of(const std::filesystem::path& model) {
@@ -95,14 +99,24 @@ Budgets budgets_of(const std::filesystem::path& model) {
     b.trunk_edge = io::smallest_trunk_budget(f.layer_alloc_bytes);
     b.cache_min = int64_t(f.experts_per_token + 1) * f.expert_slot_bytes;
     b.pool = f.routed_experts * f.expert_slot_bytes;
+    b.act_per_token = f.activation_bytes_per_token;
     return b;
 }
 
-MemoryOptions budget(double trunk_gb, double cache_gb, std::string trunk_dir = "") {
+MemoryOptions budget(double trunk_gb, double cache_gb, std::string trunk_dir = "", bool lookahead = true,
+                     double prefill_mb = -1) {
     MemoryOptions m;
     m.trunk_gb = trunk_gb;
     m.cache_gb = cache_gb;
     m.trunk_dir = std::move(trunk_dir);
+    m.lookahead = lookahead;
+    m.prefill_mb = prefill_mb;
+    return m;
+}
+
+MemoryOptions resident_with_chunk(double prefill_mb) {
+    MemoryOptions m;
+    m.prefill_mb = prefill_mb;
     return m;
 }
 
@@ -122,9 +136,11 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
         REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + zpack.string() + " --compress --quiet") == 0);
 
         Outputs resident = run_model(model, MemoryOptions{});
+        const double half_trunk = gb((b.trunk_edge + b.trunk_all) / 2), half_cache = gb(std::max(b.pool / 2, b.cache_min));
         struct Case {
             const char* name;
             MemoryOptions memory;
+            int threads = 0;
         };
         const Case cases[] = {
             {"streaming store, everything fits", budget(gb(b.trunk_all), gb(b.pool))},
@@ -133,18 +149,61 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             {"smallest, packed trunk", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), pack.string())},
             {"smallest, compressed trunk", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string())},
             {"everything fits, compressed trunk", budget(gb(b.trunk_all), gb(b.pool), zpack.string())},
+            {"half-way, compressed trunk", budget(half_trunk, half_cache, zpack.string())},
+            {"half-way, no lookahead", budget(half_trunk, half_cache, "", /*lookahead=*/false)},
+            {"trunk resident, cache half, lookahead", budget(gb(b.trunk_all), half_cache)},
+            {"prefill one token at a time", resident_with_chunk(1e-6)},
+            {"prefill three tokens at a time, smallest budget", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, 3.5 * double(b.act_per_token) / 1e6)},
+            {"half-way, prefill chunk as large as allowed", budget(half_trunk, half_cache, "", true, 1e6)},
+            {"half-way, one thread", budget(half_trunk, half_cache), 1},
+            {"smallest, compressed, three threads", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string()), 3},
         };
         for (const auto& c : cases) {
             CAPTURE(std::string(c.name));
             std::string plan;
-            Outputs got = run_model(model, c.memory, &plan);
+            Outputs got = run_model(model, c.memory, &plan, c.threads);
             MESSAGE(preset << ": " << plan);
+            if (std::string(c.name).find("three tokens") != std::string::npos)
+                CHECK(plan.find("prefill chunk 3 tokens") != std::string::npos);
             CHECK(bit_identical(got.prefill, resident.prefill));
             REQUIRE(got.decode.size() == resident.decode.size());
             for (size_t i = 0; i < got.decode.size(); ++i) CHECK(bit_identical(got.decode[i], resident.decode[i]));
             CHECK(got.tokens == resident.tokens);
         }
     }
+}
+
+TEST_CASE("the next-layer lookahead predicts, and prefetches where the trunk streams") {
+    auto model = fixture_model("tiny-wide");
+    Budgets b = budgets_of(model);
+    EngineOptions o;
+    o.model_dir = model.string();
+    for (bool streamed : {true, false})
+        for (bool lookahead : {true, false}) {
+            CAPTURE(streamed);
+            CAPTURE(lookahead);
+            o.memory = budget(streamed ? gb((b.trunk_edge + b.trunk_all) / 2) : gb(b.trunk_all), gb(b.pool / 2), "", lookahead);
+            auto engine = Engine::load(o);
+            auto s = engine->new_session(64);
+            CancelFlag cancel{false};
+            REQUIRE(s->sync(prompt_for(engine->info().n_vocab), cancel).ok());
+            for (int step = 0; step < 6; ++step) REQUIRE(s->append(argmax(s->logits()), cancel).ok());
+            const EngineStats st = engine->stats();
+            CHECK(st.expert_prefetch_hits <= st.expert_prefetch_reads);
+            CHECK(st.lookahead_confirmed <= st.lookahead_predicted);
+            if (!lookahead) {
+                CHECK(st.lookahead_predicted == 0);
+                CHECK(st.expert_prefetch_reads == 0);
+            } else if (streamed) {
+                // The trunk streams: the predicted experts are read ahead, and some are then asked for.
+                CHECK(st.lookahead_predicted > 0);
+                CHECK(st.expert_prefetch_reads > 0);
+                CHECK(st.expert_prefetch_hits > 0);
+            } else {
+                // Trunk resident: predictions are scored (reads wait until they prove precise).
+                CHECK(st.lookahead_predicted > 0);
+            }
+        }
 }
 
 TEST_CASE("a shard truncated after start-up fails the step with the file named, never a wrong token") {

@@ -43,6 +43,12 @@ struct EngineStats {
     double compute_seconds = 0;
     int pinned_layers = 0;
     int ring_slots = 0;
+    uint64_t expert_prefetch_reads = 0;  // experts read ahead by the next-layer lookahead
+    uint64_t expert_prefetch_hits = 0;   // requests that found such a read-ahead (done or in flight)
+    uint64_t lookahead_predicted = 0;    // experts the lookahead predicted (read or not)
+    uint64_t lookahead_confirmed = 0;    // of them, chosen by the layer
+    double expert_wait_seconds = 0;      // parts of io_seconds: waiting for experts,
+    double trunk_wait_seconds = 0;       // and for trunk layers
     // the shared prompt cache
     uint64_t prompt_cache_lookups = 0;
     uint64_t prompt_cache_hits = 0;         // prompts resumed from it

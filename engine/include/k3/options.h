@@ -15,6 +15,8 @@ struct MemoryOptions {
     double prefill_mb = -1;    // activations of one prefill chunk (MB, 10^6 bytes); the chunk is as
                                // many tokens as fit. < 0: the preset's, or the default chunk (at
                                // most 256 tokens and 256 MB) without one
+    bool lookahead = true;     // while layer L computes, read the experts layer L+1's router picks
+                               // for L's input (streaming store; exact: it only schedules reads)
     double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
     std::string prompt_cache_dir; // the prompt cache's disk tier ("" = none)
     double prompt_cache_dir_gb = -1;  // its size on disk; < 0 = from the preset
