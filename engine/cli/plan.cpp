@@ -133,9 +133,9 @@ int plan_main(int argc, char** argv) {
         const auto& c = m.config;
         std::printf("model %s: %s\n", m.name.c_str(), describe(c).c_str());
         std::printf("  trunk %.2f GB in %d layers; %d MoE layers x %d experts of %.2f MB (pool %.1f GB), top-%d; "
-                    "embedding/lm_head/norms %.2f GB\n",
+                    "lm_head/norms %.2f GB resident, embedding %.2f GB read by row\n",
                     gb(double(m.trunk())), c.num_hidden_layers, m.moe_layers, c.num_experts, double(m.one_expert) / 1e6,
-                    gb(double(m.pool)), c.num_experts_per_token, gb(double(m.resident)));
+                    gb(double(m.pool)), c.num_experts_per_token, gb(double(m.resident - m.embed)), gb(double(m.embed)));
         std::printf("  machine: disk %.2f GB/s sequential, %.2f GB/s expert reads (%s); memory %.1f GB/s (%s); "
                     "%.0f GFLOP/s bf16 (%s)\n",
                     b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
