@@ -248,8 +248,12 @@ void plan(Report& r) {
     const double min_trunk_gb = double(io::smallest_trunk_budget(fp.layer_alloc_bytes)) / io::kGB;
     const double min_cache_gb = double(fp.experts_per_token + 1) * double(fp.expert_slot_bytes) / io::kGB;
     try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);
+    // The most weights in memory first (a preset's prefill chunk does not make a plan faster).
+    auto weight_bytes = [](const io::MemoryPlan& p) {
+        return p.trunk.total_bytes() + int64_t(p.cache_slots) * p.cache_slot_bytes + p.resident_bytes;
+    };
     std::stable_sort(fits.begin(), fits.end(),
-                     [](const auto& a, const auto& b) { return a.second.need_bytes > b.second.need_bytes; });
+                     [&](const auto& a, const auto& b) { return weight_bytes(a.second) > weight_bytes(b.second); });
     const Disk& d = r.machine.disk;
     Bandwidths b;
     b.disk_gbps = std::max(d.seq_gbps, 1e-3);

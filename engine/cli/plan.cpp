@@ -35,7 +35,8 @@ const char* const kUsage =
     "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
     "  --prefill-mb M        activations of one prefill chunk (default: the preset's, else 256 MB)\n"
     "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
-    "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files)\n"
+    "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files,\n"
+    "                        else on a scratch file in the current directory)\n"
     "  --expert-gbps D       random expert-sized reads at depth 16 (default: measured, else D)\n"
     "  --mem-gbps M          memory read bandwidth (default: measured, all cores)\n"
     "  --gflops G            bf16 matmul throughput for prefill (default: measured, all cores)\n"
@@ -114,12 +115,14 @@ int plan_main(int argc, char** argv) {
                                               : sizes_of(load_config(a.target), a.target);
         const io::ModelFootprint f = footprint_of(m);
 
-        // Bandwidths: given, or measured here (the disk only on the model's own files).
+        // Bandwidths: given, or measured here.
         Bandwidths b = a.given;
         std::string disk_src = "given";
         if (b.disk_gbps <= 0) {
-            if (!is_dir) throw Error(ErrorKind::Usage, "give --disk-gbps for a config without its model files");
-            const Disk d = check_disk(a.target, io::bench_files(a.target), m.one_expert, a.seconds, -1);
+            // Without the model's files, a scratch file in the current directory (as doctor).
+            const std::filesystem::path dir = is_dir ? std::filesystem::path(a.target) : std::filesystem::current_path();
+            const Disk d = check_disk(dir, is_dir ? io::bench_files(dir) : std::vector<std::filesystem::path>{}, m.one_expert,
+                                      a.seconds, -1);
             b.disk_gbps = std::max(d.seq_gbps, 1e-3);
             if (b.expert_gbps <= 0) b.expert_gbps = std::max(d.expert_gbps, 1e-3);
             disk_src = d.note;
