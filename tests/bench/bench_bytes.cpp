@@ -30,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "load_average.h"
+
 namespace {
 
 using json = nlohmann::json;
@@ -44,12 +46,6 @@ void drop_page_cache() {
     f << "3\n";
 }
 
-std::string load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::string a, b, c;
-    in >> a >> b >> c;
-    return a + " " + b + " " + c;
-}
 
 // Runs `bin run MODEL args --report R` and returns the report (empty on failure).
 json run_report(const std::string& bin, const std::string& args) {
