@@ -6,15 +6,13 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bounded_queue.h"
 #include "job_outcome.h"
 #include "k3/chat.h"
 #include "k3/engine.h"
@@ -88,43 +86,10 @@ struct JobEvent {
     bool has_output() const { return !content.empty() || !reasoning.empty() || !logprobs.empty() || !tool_calls.empty() || tool_calls_malformed; }
 };
 
-// Bounded single-producer (worker) / single-consumer (HTTP thread) event channel.
-class JobChannel {
-public:
-    explicit JobChannel(size_t capacity) : capacity_(capacity) {}
-
-    // Worker side. Waits at most `timeout` for room; false if there was none (slow client).
-    bool push(JobEvent event, std::chrono::milliseconds timeout) {
-        std::unique_lock lock(mutex_);
-        if (!room_.wait_for(lock, timeout, [&] { return events_.size() < capacity_ || closed_; })) return false;
-        if (closed_) return true;  // nobody is reading any more: drop silently
-        events_.push_back(std::move(event));
-        ready_.notify_one();
-        return true;
-    }
-    // HTTP side: every event available now (waits up to `timeout` for the first one).
-    std::vector<JobEvent> pop_all(std::chrono::milliseconds timeout) {
-        std::unique_lock lock(mutex_);
-        ready_.wait_for(lock, timeout, [&] { return !events_.empty(); });
-        std::vector<JobEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
-        events_.clear();
-        room_.notify_one();
-        return out;
-    }
-    // HTTP side: the reader left; the worker's later pushes return at once.
-    void close() {
-        std::lock_guard lock(mutex_);
-        closed_ = true;
-        room_.notify_all();
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable ready_, room_;
-    std::deque<JobEvent> events_;
-    size_t capacity_;
-    bool closed_ = false;
-};
+// The worker's events for one job, back to the HTTP thread that reads them. The worker waits
+// a bounded time for room (Full: the client is too slow); once the reader has closed the
+// channel (client gone), pushes return Closed at once and the event is dropped.
+using JobChannel = BoundedQueue<JobEvent>;
 
 struct Job {
     uint64_t id = 0;

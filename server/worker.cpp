@@ -172,7 +172,7 @@ void EngineWorker::run() {
         for (auto& slot : slots_) {
             if (slot->job) continue;
             const bool idle = std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; });
-            std::shared_ptr<Job> job = queue_.pop(idle ? kPopTimeout : std::chrono::milliseconds(0));
+            std::shared_ptr<Job> job = queue_.pop(idle ? kPopTimeout : std::chrono::milliseconds(0)).value_or(nullptr);
             if (!job) break;
             admit(*slot, std::move(job));
         }
@@ -579,7 +579,8 @@ void EngineWorker::publish_board(bool force) {
 }
 
 bool EngineWorker::emit(Job& job, JobEvent event) {
-    if (job.channel->push(std::move(event), options_.slow_client_timeout)) return true;
+    // Closed: the reader is gone and the event is dropped; only a full channel is a slow client.
+    if (job.channel->push(std::move(event), options_.slow_client_timeout) != JobChannel::PushResult::Full) return true;
     job.request_cancel(CancelReason::SlowClient);
     return false;
 }

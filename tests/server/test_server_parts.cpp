@@ -7,6 +7,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <thread>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "daemon_config.h"
@@ -69,20 +72,36 @@ TEST_CASE("JobQueue is bounded and refuses after close") {
     CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Full);
     CHECK(q.size() == 2);
     auto first = q.pop(std::chrono::milliseconds(1));
-    REQUIRE(first);
+    REQUIRE(first.has_value());
+    CHECK(*first != nullptr);
     q.close();
     CHECK(q.push(std::make_shared<Job>()) == JobQueue::PushResult::Closed);
-    CHECK(q.pop(std::chrono::milliseconds(1)) != nullptr);  // still drains
-    CHECK(q.pop(std::chrono::milliseconds(1)) == nullptr);
+    CHECK(q.pop(std::chrono::milliseconds(1)).has_value());  // still drains
+    CHECK_FALSE(q.pop(std::chrono::milliseconds(1)).has_value());
 }
 
 TEST_CASE("JobChannel: a full channel times out instead of blocking the worker forever") {
     JobChannel ch(1);
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)));
-    CHECK_FALSE(ch.push(JobEvent{}, std::chrono::milliseconds(10)));
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Ok);
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(10)) == JobChannel::PushResult::Full);
     CHECK(ch.pop_all(std::chrono::milliseconds(1)).size() == 1);
     ch.close();
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)));  // dropped, but never blocks
+    // the reader left: each event is dropped at once, however full the channel is
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Closed);
+    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Closed);
+}
+
+TEST_CASE("BoundedQueue: a push waiting for room gets it when the reader takes an item") {
+    BoundedQueue<int> q(1);
+    REQUIRE(q.push(1) == BoundedQueue<int>::PushResult::Ok);
+    std::thread reader([&] {
+        // the writer below is (or soon will be) waiting for room; a long timeout keeps the
+        // test free of timing: the pop answers as soon as the first item is there
+        CHECK(q.pop(std::chrono::seconds(30)) == std::optional<int>(1));
+    });
+    CHECK(q.push(2, std::chrono::seconds(30)) == BoundedQueue<int>::PushResult::Ok);
+    reader.join();
+    CHECK(q.pop_all(std::chrono::milliseconds(0)) == std::vector<int>{2});
 }
 
 namespace {
