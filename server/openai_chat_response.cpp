@@ -1,17 +1,36 @@
 // POST /v1/chat/completions: a "chat.completion" object, or "chat.completion.chunk" deltas.
 // Each of the request's n choices keeps its own text, calls and finish reason.
-#include "openai_response.h"
+#include "openai_choices_responder.h"
 #include "sse.h"
 
 namespace k3::server {
 
 namespace {
 
-class ChatResponder : public Responder {
+struct ChatCall {
+    std::string id, name, arguments;
+};
+
+struct ChatChoice {
+    std::string content, reasoning;
+    std::vector<TokenLogprob> logprobs;
+    std::vector<ChatCall> calls;
+    std::vector<std::string> call_ids;
+    bool malformed = false;
+    FinishReason finish_reason = FinishReason::Stop;
+
+    // The id of this turn's call number `index` (made when first asked for).
+    const std::string& call_id(int index) {
+        while (int(call_ids.size()) <= index) call_ids.push_back(random_id("call_"));
+        return call_ids[size_t(index)];
+    }
+};
+
+class ChatResponder : public ChoicesResponder<ChatChoice> {
 public:
     ChatResponder(const GenerationRequest& r, ResponseIds ids)
-        : ids_(std::move(ids)), include_usage_(r.include_usage), logprobs_(r.params.logprobs >= 0),
-          thinking_(r.params.thinking), choices_(size_t(std::max(1, r.params.n))) {}
+        : ChoicesResponder(r, std::move(ids), "chat.completion", "chat.completion.chunk"),
+          thinking_(r.params.thinking) {}
 
     std::string stream_start() override {
         std::string out;
@@ -20,83 +39,44 @@ public:
         return out;
     }
 
-    std::string stream_event(const JobEvent& e) override {
+private:
+    json event_chunk(const JobEvent& e) override {
         json delta = json::object();
         if (!e.reasoning.empty()) delta["reasoning_content"] = e.reasoning;
         if (!e.content.empty()) delta["content"] = e.content;
         if (!e.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas(choice(e), e.tool_calls);
         bool done = e.kind == JobEvent::Kind::Done;
-        std::string out = sse::data(
-            dump(chunk(e.choice, std::move(delta), e.logprobs, done ? json(finish_reason_name(e.finish_reason)) : json())));
-        if (!e.ends_job()) return out;
-        return out + stream_end(ids_, "chat.completion.chunk", include_usage_, e.usage);
+        return chunk(e.choice, std::move(delta), e.logprobs, done ? json(finish_reason_name(e.finish_reason)) : json());
     }
 
-    void collect(const JobEvent& e) override {
-        Choice& c = choice(e);
+    void collect_output(ChatChoice& c, const JobEvent& e) override {
         c.content += e.content;
         c.reasoning += e.reasoning;
-        c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         for (const auto& t : e.tool_calls) {
             if (!t.name.empty()) c.calls.push_back({c.call_id(t.index), t.name, ""});
             if (!c.calls.empty()) c.calls.back().arguments += t.arguments;
         }
         c.malformed = c.malformed || e.tool_calls_malformed;
-        if (e.kind == JobEvent::Kind::Done) c.finish_reason = e.finish_reason;
-        if (e.ends_job()) usage_ = e.usage;
     }
 
-    json body() const override {
-        json choices = json::array();
-        for (size_t i = 0; i < choices_.size(); ++i) {
-            const Choice& c = choices_[i];
-            json choice = {{"index", i}, {"finish_reason", finish_reason_name(c.finish_reason)}, {"logprobs", nullptr}};
-            json message = {{"role", "assistant"}, {"content", c.content}, {"refusal", nullptr}};
-            if (thinking_) message["reasoning_content"] = c.reasoning;
-            if (!c.calls.empty() && !c.malformed) {
-                json calls = json::array();
-                for (const auto& call : c.calls)
-                    calls.push_back({{"id", call.id},
-                                     {"type", "function"},
-                                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-                message["tool_calls"] = calls;
-                if (c.content.empty()) message["content"] = nullptr;  // as OpenAI: a pure call has no content
-            }
-            choice["message"] = message;
-            if (logprobs_) choice["logprobs"] = chat_logprobs_json(c.logprobs);
-            choices.push_back(choice);
+    void add_output(json& out, const ChatChoice& c) const override {
+        json message = {{"role", "assistant"}, {"content", c.content}, {"refusal", nullptr}};
+        if (thinking_) message["reasoning_content"] = c.reasoning;
+        if (!c.calls.empty() && !c.malformed) {
+            json calls = json::array();
+            for (const auto& call : c.calls)
+                calls.push_back({{"id", call.id},
+                                 {"type", "function"},
+                                 {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+            message["tool_calls"] = calls;
+            if (c.content.empty()) message["content"] = nullptr;  // as OpenAI: a pure call has no content
         }
-        json body = envelope(ids_, "chat.completion");
-        body["choices"] = choices;
-        body["usage"] = usage_json(usage_);
-        return body;
+        out["message"] = message;
+        if (logprobs_) out["logprobs"] = chat_logprobs_json(c.logprobs);
     }
-
-private:
-    struct Call {
-        std::string id, name, arguments;
-    };
-    struct Choice {
-        std::string content, reasoning;
-        std::vector<TokenLogprob> logprobs;
-        std::vector<Call> calls;
-        std::vector<std::string> call_ids;
-        bool malformed = false;
-        FinishReason finish_reason = FinishReason::Stop;
-
-        // The id of this turn's call number `index` (made when first asked for).
-        const std::string& call_id(int index) {
-            while (int(call_ids.size()) <= index) call_ids.push_back(random_id("call_"));
-            return call_ids[size_t(index)];
-        }
-    };
-
-    Choice& choice(const JobEvent& e) { return choices_.at(size_t(e.choice)); }
-
-    json base() const { return envelope(ids_, "chat.completion.chunk", include_usage_); }
 
     json chunk(int index, json delta, const std::vector<TokenLogprob>& lps, json finish_reason) const {
-        json j = base();
+        json j = chunk_envelope();
         json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", std::move(finish_reason)}};
         choice["delta"] = std::move(delta);
         if (!lps.empty()) choice["logprobs"] = chat_logprobs_json(lps);
@@ -106,7 +86,7 @@ private:
 
     // OpenAI's layout: a call's first delta has index, id, type and the name with empty
     // arguments; then only index and the next piece of the arguments.
-    static json tool_call_deltas(Choice& c, const std::vector<ToolCallDelta>& deltas) {
+    static json tool_call_deltas(ChatChoice& c, const std::vector<ToolCallDelta>& deltas) {
         json out = json::array();
         for (const auto& t : deltas) {
             if (!t.name.empty())
@@ -119,10 +99,7 @@ private:
         return out;
     }
 
-    ResponseIds ids_;
-    bool include_usage_, logprobs_, thinking_;
-    std::vector<Choice> choices_;
-    Usage usage_;
+    bool thinking_;
 };
 
 }  // namespace

@@ -1,18 +1,24 @@
 // POST /v1/completions: "text_completion" objects, whole or as a stream of the same shape.
 // Each of the request's n choices keeps its own text, logprob offsets and finish reason.
-#include "openai_response.h"
+#include "openai_choices_responder.h"
 #include "sse.h"
 
 namespace k3::server {
 
 namespace {
 
-class CompletionResponder : public Responder {
+struct CompletionChoice {
+    std::vector<TokenLogprob> logprobs;
+    size_t text_offset = 0;  // offset of the next token's text (streamed logprobs)
+    std::string text;
+    FinishReason finish_reason = FinishReason::Stop;
+};
+
+class CompletionResponder : public ChoicesResponder<CompletionChoice> {
 public:
     CompletionResponder(const GenerationRequest& r, ResponseIds ids)
-        : ids_(std::move(ids)), include_usage_(r.include_usage), logprobs_(r.params.logprobs >= 0),
+        : ChoicesResponder(r, std::move(ids), "text_completion", "text_completion"),
           echo_text_(r.echo ? r.echo_text : "") {
-        choices_.resize(size_t(std::max(1, r.params.n)));
         for (auto& c : choices_) {
             c.text = echo_text_;
             c.text_offset = echo_text_.size();
@@ -31,48 +37,19 @@ public:
         return out;
     }
 
-    std::string stream_event(const JobEvent& e) override {
-        std::string out = sse::data(dump(chunk(e, false)));
-        if (!e.ends_job()) return out;
-        return out + stream_end(ids_, "text_completion", include_usage_, e.usage);
-    }
-
-    void collect(const JobEvent& e) override {
-        Choice& c = choices_.at(size_t(e.choice));
-        c.text += e.content;
-        c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-        if (e.kind == JobEvent::Kind::Done) c.finish_reason = e.finish_reason;
-        if (e.ends_job()) usage_ = e.usage;
-    }
-
-    json body() const override {
-        json choices = json::array();
-        for (size_t i = 0; i < choices_.size(); ++i) {
-            const Choice& c = choices_[i];
-            json choice = {{"index", i}, {"finish_reason", finish_reason_name(c.finish_reason)}, {"logprobs", nullptr}};
-            choice["text"] = c.text;
-            if (logprobs_) choice["logprobs"] = completion_logprobs_json(c.logprobs, echo_text_.size());
-            choices.push_back(choice);
-        }
-        json body = envelope(ids_, "text_completion");
-        body["choices"] = choices;
-        body["usage"] = usage_json(usage_);
-        return body;
-    }
-
 private:
-    struct Choice {
-        std::string text;
-        std::vector<TokenLogprob> logprobs;
-        size_t text_offset = 0;  // offset of the next token's text (streamed logprobs)
-        FinishReason finish_reason = FinishReason::Stop;
-    };
+    json event_chunk(const JobEvent& e) override { return chunk(e, false); }
 
-    json base() const { return envelope(ids_, "text_completion", include_usage_); }
+    void collect_output(CompletionChoice& c, const JobEvent& e) override { c.text += e.content; }
+
+    void add_output(json& out, const CompletionChoice& c) const override {
+        out["text"] = c.text;
+        if (logprobs_) out["logprobs"] = completion_logprobs_json(c.logprobs, echo_text_.size());
+    }
 
     json chunk(const JobEvent& e, bool echo) {
-        Choice& c = choices_.at(size_t(e.choice));
-        json j = base();
+        CompletionChoice& c = choice(e);
+        json j = chunk_envelope();
         json choice = {{"index", e.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
         choice["text"] = e.content;
         if (!e.logprobs.empty()) {
@@ -84,11 +61,7 @@ private:
         return j;
     }
 
-    ResponseIds ids_;
-    bool include_usage_, logprobs_;
     std::string echo_text_;
-    std::vector<Choice> choices_;
-    Usage usage_;
 };
 
 }  // namespace

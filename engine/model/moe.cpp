@@ -57,19 +57,25 @@ void run_experts(Model& m, int il, int b0, int nb) {
     const Compute& cp = m.compute;
     const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
     const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-    const int64_t rb_up = block_rows(I, nb, cp.nth), nblk_up = (I + rb_up - 1) / rb_up;
-    const int64_t rb_dn = block_rows(L, nb, cp.nth), nblk_dn = (L + rb_dn - 1) / rb_dn;
     const int64_t slot0 = a.first_slot[a.union_ids[b0]];
     const int64_t slot1 = a.cursor[a.union_ids[b0 + nb - 1]];
 
+    // Work items are (expert, block of output rows) pairs over `rows` output rows: fn gets the
+    // expert's bound weights, its first slot s0, its token count n_u and the rows to write.
+    auto for_expert_rows = [&](int64_t rows, auto&& fn) {
+        const int64_t rb = block_rows(rows, nb, cp.nth), nblk = (rows + rb - 1) / rb;
+        cp.parallel_for(nb * nblk, [&](int64_t item, int thread) {
+            const int u = int(item / nblk);
+            const int32_t e = a.union_ids[b0 + u];
+            const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
+            const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
+            const int64_t r0 = (item % nblk) * rb;
+            fn(ew, s0, n_u, RowRange{r0, std::min(rows, r0 + rb)}, thread);
+        });
+    };
+
     // gate = W1 z, up = W3 z for each expert's tokens  [n_u][I]
-    cp.parallel_for(nb * nblk_up, [&](int64_t item, int thread) {
-        const int u = int(item / nblk_up);
-        const int32_t e = a.union_ids[b0 + u];
-        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
-        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
-        const int64_t r0 = (item % nblk_up) * rb_up;
-        const RowRange r{r0, std::min(I, r0 + rb_up)};
+    for_expert_rows(I, [&](const ExpertWeights& ew, int64_t s0, int64_t n_u, RowRange r, int thread) {
         cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[s0 * L], &a.ex_gate[s0 * I], I, L, n_u, r, thread);
         cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r, thread);
     });
@@ -78,13 +84,7 @@ void run_experts(Model& m, int il, int b0, int nb) {
     const float* up = &a.ex_up[slot0 * I];
     parallel_elementwise(cp, (slot1 - slot0) * I, [&](int64_t i) { gate[i] = situ_glu(gate[i], up[i], b1, b2); });
     // e = W2 act  [n_u][L]
-    cp.parallel_for(nb * nblk_dn, [&](int64_t item, int thread) {
-        const int u = int(item / nblk_dn);
-        const int32_t e = a.union_ids[b0 + u];
-        const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
-        const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
-        const int64_t r0 = (item % nblk_dn) * rb_dn;
-        const RowRange r{r0, std::min(L, r0 + rb_dn)};
+    for_expert_rows(L, [&](const ExpertWeights& ew, int64_t s0, int64_t n_u, RowRange r, int thread) {
         cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r, thread);
     });
 }

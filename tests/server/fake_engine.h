@@ -122,26 +122,8 @@ public:
         : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), log_(log), logits_(256 + kFakeSpecials.size()) {}
 
     Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused) override {
-        const std::vector<int32_t> prompt(tokens.begin(), tokens.end());
-        if (o_.on_prompt) o_.on_prompt(prompt);
-        {
-            std::lock_guard lock(log_.mutex);
-            log_.prompts.push_back(prompt);
-            log_.reused.push_back(0);
-        }
-        if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
-        if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
-        if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
-        size_t common = 0;
-        while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
-        if (common == tokens.size()) --common;  // the last position is always recomputed (its logits)
-        tokens_.resize(common);
-        if (reused) *reused = int(common);
-        {
-            std::lock_guard lock(log_.mutex);
-            log_.reused.back() = int(common);
-        }
-        for (size_t i = common; i < tokens.size(); ++i) {
+        if (Status s = start_prompt(tokens, reused); !s.ok()) return s;
+        for (size_t i = tokens_.size(); i < tokens.size(); ++i) {
             if (cancel.load()) return {StatusCode::Cancelled, "cancelled"};  // "between layers"
             if (int(i) == o_.hold_at_prompt_token && !wait_while_held(cancel))
                 return {StatusCode::Cancelled, "cancelled"};
@@ -167,26 +149,8 @@ public:
     // The worker's path: the prompt one token per step (so a cancel lands between prompt
     // tokens, like the real engine's check between layers), then one token per step.
     Status begin_prompt(std::span<const int32_t> tokens, int* reused) override {
-        const std::vector<int32_t> given(tokens.begin(), tokens.end());
-        if (o_.on_prompt) o_.on_prompt(given);
-        {
-            std::lock_guard lock(log_.mutex);
-            log_.prompts.push_back(given);
-            log_.reused.push_back(0);
-        }
-        if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
-        if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
-        if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
-        size_t common = 0;
-        while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
-        if (common == tokens.size()) --common;
-        tokens_.resize(common);
+        if (Status s = start_prompt(tokens, reused); !s.ok()) return s;
         prompt_.assign(tokens.begin(), tokens.end());
-        if (reused) *reused = int(common);
-        {
-            std::lock_guard lock(log_.mutex);
-            log_.reused.back() = int(common);
-        }
         generated_ = 0;
         return {};
     }
@@ -234,6 +198,32 @@ public:
     }
 
 private:
+    // What sync() and begin_prompt() share: the prompt is recorded (what the test asserts on),
+    // checked, and the session keeps the longest common prefix with its tokens, less the last
+    // position, which is always recomputed (its logits).
+    Status start_prompt(std::span<const int32_t> tokens, int* reused) {
+        const std::vector<int32_t> given(tokens.begin(), tokens.end());
+        if (o_.on_prompt) o_.on_prompt(given);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.prompts.push_back(given);
+            log_.reused.push_back(0);
+        }
+        if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
+        if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
+        if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
+        size_t common = 0;
+        while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
+        if (common == tokens.size()) --common;
+        tokens_.resize(common);
+        if (reused) *reused = int(common);
+        {
+            std::lock_guard lock(log_.mutex);
+            log_.reused.back() = int(common);
+        }
+        return {};
+    }
+
     // Blocks while the test holds the engine here; false when the job was cancelled meanwhile.
     bool wait_while_held(const CancelFlag& cancel) {
         if (!o_.hold) return true;
