@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/golden_tolerance.h"
 #include "model/model_test_util.h"
 
 using namespace k3::test;
@@ -72,7 +73,8 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
         num += (double(dumped[i]) - golden[i]) * (double(dumped[i]) - golden[i]);
         den += double(golden[i]) * golden[i];
     }
-    CHECK(std::sqrt(num / den) < 1e-4);
+    // over all prompt positions at once: never above the worst single position's bound
+    CHECK(std::sqrt(num / den) < kGoldenRelL2Tiny);
 
     // the report
     std::ifstream rf(tmp + "report.json");

@@ -34,8 +34,12 @@ from make_goldens import default_binary, file_hashes, make_model, top2_margins  
 SOURCE_DIR = os.environ.get("K3_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
 GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "golden")
 GOLDEN_PRESETS = ["tiny", "tiny-wide"]
-GATE_REL_L2 = 1e-4           # the C++ forward pass's tolerance against these goldens
-TEETH_REL_L2 = 100 * GATE_REL_L2
+# The C++ gates against these goldens (tests/model/golden_tolerance.h) are 1.3x the engine's
+# measured worst (2.05e-5 tiny, 2.3e-6 tiny-wide), which pins the engine's own reduction order.
+# The reference's bounds are its own: how far float32 rounding alone may move it (measured
+# 5.5e-6 tiny, 2.4e-6 tiny-wide), and how far a deliberate mistake must move it at least.
+FP32_ROUNDING_REL_L2 = 1e-5
+TEETH_REL_L2 = 1e-2
 REGEN_HINT = "the generator no longer writes the checkpoint the goldens were computed from: rerun " \
              "`/usr/bin/python3 tests/reference/make_goldens.py --bin build/k3serve` and commit tests/fixtures/golden"
 
@@ -285,11 +289,11 @@ class TestGoldens(unittest.TestCase):
                 # teacher forcing agrees with greedy: row t predicts token t+1
                 for t in range(g["n_prompt"], len(fx.ids)):
                     self.assertEqual(g["argmax"][t - 1], fx.ids[t])
-                # the fp32 reference lands 10x inside the C++ gate: rounding alone cannot fail it
+                # float32 rounding of the same graph stays this close to the float64 golden
                 fp32 = rel_l2(fx.model(np.float32).forward(fx.ids), fx.logits)
                 print(f"\n  {preset}: fp32 reference vs golden rel-L2 {fp32:.2e}, "
                       f"min top-2 margin {top2_margins(fx.logits).min():.3g} of the logit RMS")
-                self.assertLess(fp32, GATE_REL_L2 / 10)
+                self.assertLess(fp32, FP32_ROUNDING_REL_L2)
                 self.assertGreater(top2_margins(fx.logits).min(), 1e-3)
 
     def test_b_logits_are_causal(self):
