@@ -41,8 +41,8 @@ MUTATIONS = [
      ["tests_model"], r"^model: "),
     ("memory plan: auto forgets the resident bytes in its reserve",
      "engine/store/memory_plan.cpp",
-     "int64_t usable = mem_available - reserve;",
-     "int64_t usable = mem_available - reserve + model.resident_bytes;",
+     "kAutoReserveFraction * avail_gb) + model.resident_bytes;",
+     "kAutoReserveFraction * avail_gb);",
      ["tests_io"], r"^io: "),
 ]
 
