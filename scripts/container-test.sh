@@ -45,10 +45,13 @@ if ! podman image exists docker.io/library/debian:12; then
     rm -rf "$work/rootfs"
     debootstrap --variant=minbase bookworm "$work/rootfs" http://deb.debian.org/debian >"$work/debootstrap.log"
   fi
-  log "importing the rootfs as debian:12 and debian:12-slim"
+  log "importing the rootfs as debian:12"
   tar -C "$work/rootfs" -c . | podman import --change 'CMD ["bash"]' - docker.io/library/debian:12 >/dev/null
-  podman tag docker.io/library/debian:12 docker.io/library/debian:12-slim
 fi
+# The runtime stage's base: the same rootfs under the slim name (checked on its own, so a
+# store that kept debian:12 but lost the tag still gets it).
+podman image exists docker.io/library/debian:12-slim \
+  || podman tag docker.io/library/debian:12 docker.io/library/debian:12-slim
 
 # 2. The image. Host networking: the build's apt-get reaches Debian's archive the way the host does.
 log "podman build (the build stage compiles and runs the C++ tests)"
