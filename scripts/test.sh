@@ -17,3 +17,7 @@ fi
 # A test that fails is run once more (--repeat until-pass:2): a daemon test on a machine this
 # busy can lose a timing race once; its first failure stays in the output to be looked at.
 (cd build && ctest --output-on-failure -j"${K3_TEST_JOBS:-2}" --timeout 1200 --repeat until-pass:2)
+# Then the sanitizer pass (scripts/sanitize.sh, build-asan/): an ASan + UBSan build of the unit,
+# grammar, tokenizer and server test binaries and a run of their in-process cases; any report
+# fails the case that triggered it. About 10 minutes on two cores.
+bash scripts/sanitize.sh
