@@ -13,8 +13,15 @@ std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> seq, int max_t
         // the latest start p < L - n where seq[p, p + n) == key
         for (size_t p = L - n; p-- > 0;) {
             if (!std::equal(key.begin(), key.end(), seq.begin() + std::ptrdiff_t(p))) continue;
-            const size_t from = p + n, to = std::min(L, from + size_t(max_tokens));
-            return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(from), seq.begin() + std::ptrdiff_t(to));
+            // What followed, continued past the end as a copy of itself (as LZ77 copies an
+            // overlapping match): in a cycle of period q the latest match is only q tokens
+            // back, and the cycle's own continuation is the best guess for the tokens after it.
+            const size_t from = p + n;
+            std::vector<int32_t> draft;
+            draft.reserve(size_t(max_tokens));
+            for (size_t at = from; draft.size() < size_t(max_tokens); ++at)
+                draft.push_back(at < L ? seq[at] : draft[at - L]);
+            return draft;
         }
     }
     return {};

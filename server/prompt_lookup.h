@@ -11,8 +11,9 @@
 
 namespace k3::server {
 
-// Up to max_tokens tokens that followed the most recent earlier occurrence of the sequence's
-// last n tokens (n = 3, then 2), or nothing when neither occurs earlier.
+// max_tokens tokens that followed the most recent earlier occurrence of the sequence's last n
+// tokens (n = 3, then 2), the run from there continued periodically past the sequence's end; or
+// nothing when neither occurs earlier.
 std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> sequence, int max_tokens);
 
 // How many drafts to ask for next: grows while drafts are accepted, shrinks after a rejection,

@@ -10,10 +10,14 @@
 //   drafter can find it) to the end, "before the cycle" the tokens before s. Each window's
 //   tokens/s is its token count over the time between the arrival of the token before it and
 //   the arrival of its last token, the same token indices in both runs (the texts are equal).
+//   With --narrow K the long run is made to repeat: a logit_bias of +30 on K token ids (the
+//   same in both runs) leaves the greedy choice among those K, so the output is a walk over K
+//   tokens that prompt lookup can draft from (random models here do not cycle within thousands
+//   of tokens on their own).
 // - a short one that ends before the output repeats (the cost when drafts are rare or
 //   rejected).
 //   bench_speculative MODEL_DIR [--long N] [--short N] [--draft-max N] [--threads N]
-//                     [--trunk-gb G --cache-gb G]
+//                     [--trunk-gb G --cache-gb G] [--narrow K]
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -58,12 +62,12 @@ std::pair<size_t, size_t> find_cycle(const std::vector<std::string>& t) {
     return best;
 }
 
-Run generate(DaemonProcess& d, const std::string& prompt, int max_tokens) {
+Run generate(DaemonProcess& d, const std::string& prompt, int max_tokens, const json& logit_bias = json::object()) {
     auto c = d.client();
     c.set_read_timeout(3600, 0);
     const json body = {{"prompt", prompt},  {"max_tokens", max_tokens}, {"temperature", 0},
                        {"ignore_eos", true}, {"stream", true},           {"logprobs", 0},
-                       {"stream_options", {{"include_usage", true}}}};
+                       {"stream_options", {{"include_usage", true}}}, {"logit_bias", logit_bias}};
     Run run;
     std::string buffer;
     httplib::Request req;
@@ -107,7 +111,7 @@ Run generate(DaemonProcess& d, const std::string& prompt, int max_tokens) {
 
 int main(int argc, char** argv) {
     std::string model, threads = "0", trunk, cache, draft_max = "8";
-    int long_n = 200, short_n = 24;
+    int long_n = 200, short_n = 24, narrow = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -117,11 +121,12 @@ int main(int argc, char** argv) {
         else if (a == "--threads") threads = next();
         else if (a == "--trunk-gb") trunk = next();
         else if (a == "--cache-gb") cache = next();
+        else if (a == "--narrow") narrow = std::atoi(next().c_str());
         else model = a;
     }
     if (model.empty()) {
         std::fprintf(stderr, "usage: bench_speculative MODEL_DIR [--long N] [--short N] [--draft-max N] "
-                             "[--threads N] [--trunk-gb G --cache-gb G]\n");
+                             "[--threads N] [--trunk-gb G --cache-gb G] [--narrow K]\n");
         return 2;
     }
     if (!std::getenv("K3SERVE_BIN")) setenv("K3SERVE_BIN", K3SERVE_BIN_DEFAULT, 1);
@@ -129,6 +134,10 @@ int main(int argc, char** argv) {
     std::printf("model %s, trunk_gb %s, cache_gb %s, draft-max %s; load average %s\n", model.c_str(),
                 trunk.empty() ? "-" : trunk.c_str(), cache.empty() ? "-" : cache.c_str(), draft_max.c_str(),
                 load_average().c_str());
+    // ids 300.. are ordinary tokens in every preset's vocabulary (past the byte and special ranges)
+    json long_bias = json::object();
+    for (int k = 0; k < narrow; ++k) long_bias[std::to_string(300 + k)] = 30;
+    if (narrow > 0) std::printf("long run narrowed to %d token ids by a logit_bias of +30\n", narrow);
     Run plain[2], spec[2];
     for (int variant = 0; variant < 2; ++variant) {
         std::vector<std::string> args = {model, "--port", "0", "--threads", threads, "--parallel", "1",
@@ -138,7 +147,7 @@ int main(int argc, char** argv) {
         DaemonProcess d(args);
         generate(d, "warm up", 2);
         Run* out = variant == 0 ? plain : spec;
-        out[0] = generate(d, prompt, long_n);
+        out[0] = generate(d, prompt, long_n, long_bias);
         out[1] = generate(d, prompt, short_n);
         d.signal(SIGTERM);
         d.wait_exit();

@@ -17,6 +17,7 @@
 #include "json_body.h"
 #include "k3/error.h"
 #include "metrics.h"
+#include "prompt_lookup.h"
 #include "stop_matcher.h"
 #include "worker.h"
 
@@ -249,4 +250,21 @@ TEST_CASE("worker: streams events, honours cancel, keeps the session across jobs
     queue.close();
     worker.join();
     CHECK(metrics.requests(RequestOutcome::Ok) == 2);
+}
+
+TEST_CASE("prompt lookup: drafts what followed the latest match, and continues a cycle past the end") {
+    using V = std::vector<int32_t>;
+    // no earlier occurrence of the last 2 or 3 tokens: no draft
+    CHECK(prompt_lookup_draft(V{1, 2, 3, 4, 5}, 4).empty());
+    CHECK(prompt_lookup_draft(V{1, 2, 3}, 0).empty());
+    // "7 8" occurred at 1..2, followed by 9 1 2 ...: the draft is what followed there
+    CHECK(prompt_lookup_draft(V{5, 7, 8, 9, 1, 2, 7, 8}, 3) == V{9, 1, 2});
+    // the latest match wins over an earlier one ("3 4" followed by 5 first, by 6 later)
+    CHECK(prompt_lookup_draft(V{3, 4, 5, 0, 3, 4, 6, 0, 3, 4}, 1) == V{6});
+    // a 3-token key is preferred to a 2-token one
+    CHECK(prompt_lookup_draft(V{1, 2, 3, 9, 2, 3, 8, 1, 2, 3}, 1) == V{9});
+    // a cycle of period 1 and 3: the latest match is one period back, and the draft goes on
+    // with the cycle for as many tokens as asked, not only the period's worth
+    CHECK(prompt_lookup_draft(V{4, 4, 4, 4}, 6) == V{4, 4, 4, 4, 4, 4});
+    CHECK(prompt_lookup_draft(V{0, 1, 2, 3, 1, 2, 3, 1, 2, 3}, 7) == V{1, 2, 3, 1, 2, 3, 1});
 }
