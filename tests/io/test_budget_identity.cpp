@@ -228,11 +228,15 @@ TEST_CASE("a shard truncated after start-up fails the step with the file named, 
     CHECK(st.message.find("at offset") != std::string::npos);
 }
 
-TEST_CASE("a packed trunk truncated after start-up fails the step naming trunk.bin") {
+namespace {
+
+// pack-trunk (with `pack_flags`) into `name`, start an engine streaming that pack, cut trunk.bin
+// to 4 KiB: the next step must fail with an I/O error that names the file.
+void check_truncated_pack_fails_the_step(const char* name, const std::string& pack_flags) {
     auto model = fixture_model("tiny");
-    auto pack = tmp_root() / "io-identity-pack-truncated";
+    auto pack = tmp_root() / name;
     std::filesystem::remove_all(pack);
-    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --quiet") == 0);
+    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + pack_flags + " --quiet") == 0);
     Budgets b = budgets_of(model);
     EngineOptions o;
     o.model_dir = model.string();
@@ -244,26 +248,17 @@ TEST_CASE("a packed trunk truncated after start-up fails the step naming trunk.b
     Status st = s->sync(prompt_for(engine->info().n_vocab), cancel);
     CHECK(st.code == StatusCode::IoError);
     CHECK(st.message.find("trunk.bin") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a packed trunk truncated after start-up fails the step naming trunk.bin") {
+    check_truncated_pack_fails_the_step("io-identity-pack-truncated", "");
 }
 
 TEST_CASE("a compressed trunk truncated after start-up fails the step naming trunk.bin") {
-    auto model = fixture_model("tiny");
-    auto pack = tmp_root() / "io-identity-zpack-truncated";
-    std::filesystem::remove_all(pack);
-    REQUIRE(sh(bin() + " pack-trunk " + model.string() + " " + pack.string() + " --compress --quiet") == 0);
-    Budgets b = budgets_of(model);
-    EngineOptions o;
-    o.model_dir = model.string();
-    o.memory = budget(gb(b.trunk_edge + 4096), -1, pack.string());
-    auto engine = Engine::load(o);
-    std::filesystem::resize_file(pack / "trunk.bin", 4096);
-    auto s = engine->new_session(64);
-    CancelFlag cancel{false};
-    Status st = s->sync(prompt_for(engine->info().n_vocab), cancel);
-    CHECK(st.code == StatusCode::IoError);
-    CHECK(st.message.find("trunk.bin") != std::string::npos);
+    check_truncated_pack_fails_the_step("io-identity-zpack-truncated", " --compress");
 }
-
 
 TEST_CASE("a packed trunk that does not match the checkpoint is refused at load") {
     auto model = fixture_model("tiny");
