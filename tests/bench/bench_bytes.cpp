@@ -75,12 +75,49 @@ double median_decode(const json& r) {
     return s[s.size() / 2];
 }
 
-double bytes_per_token(const json& r) {
+// Bytes a decode step read, averaged over the steps after the first: trunk and experts apart.
+struct StepBytes {
+    double trunk = 0, experts = 0;
+    double total() const { return trunk + experts; }
+};
+
+StepBytes bytes_per_token(const json& r) {
     const auto& steps = r["steps"];
-    double b = 0;
-    for (size_t i = 1; i < steps.size(); ++i)
-        b += steps[i]["trunk_bytes"].get<double>() + steps[i]["expert_bytes"].get<double>();
-    return steps.size() > 1 ? b / double(steps.size() - 1) : 0;
+    StepBytes b;
+    for (size_t i = 1; i < steps.size(); ++i) {
+        b.trunk += steps[i]["trunk_bytes"].get<double>();
+        b.experts += steps[i]["expert_bytes"].get<double>();
+    }
+    const double n = steps.size() > 1 ? double(steps.size() - 1) : 1;
+    return {b.trunk / n, b.experts / n};
+}
+
+// The disk's best O_DIRECT figures from `k3serve diskbench --json` on the model's files:
+// sequential runs (what a trunk layer read is) and expert-sized random reads.
+struct DiskSpeed {
+    double seq_mb_s = 0, expert_mb_s = 0;
+    // Seconds the disk needs for one step's bytes: the floor of a step that waits on reads.
+    double floor_seconds(const StepBytes& b) const {
+        return seq_mb_s > 0 && expert_mb_s > 0 ? b.trunk / 1e6 / seq_mb_s + b.experts / 1e6 / expert_mb_s : 0;
+    }
+};
+
+DiskSpeed measure_disk(const std::string& flags) {
+    drop_page_cache();
+    const std::string out = "/tmp/bench_bytes_disk.json";
+    std::system((g_bin + " diskbench " + g_model + " --json " + flags + " > " + out).c_str());
+    DiskSpeed d;
+    try {
+        std::ifstream in(out);
+        for (const auto& row : json::parse(in)) {
+            if (row["mode"] != "direct") continue;
+            double& best = row["pattern"] == "sequential" ? d.seq_mb_s : d.expert_mb_s;
+            best = std::max(best, row["mb_per_s"].get<double>());
+        }
+    } catch (const std::exception& e) {
+        std::printf("  diskbench output not understood: %s\n", e.what());
+    }
+    return d;
 }
 
 std::string ids(int n, int vocab) {
@@ -116,9 +153,16 @@ void bench_decode() {
         {"trunk resident, cache 0.5 GB", "--trunk-gb 100 --cache-gb 0.5"},
     };
     const std::string prompt = "--ids 1008,10484,318,15383,387 --gen " + std::to_string(g_tokens);
+    const DiskSpeed disk = measure_disk("--seq-gb 2 --random-gb 0.5");
+    std::printf("\ndisk (best O_DIRECT rows of diskbench): sequential %.0f MB/s, expert-sized random %.0f MB/s\n"
+                "floor = the seconds the disk needs for a step's reads (trunk at the sequential figure, experts at the\n"
+                "random one); \"of floor\" = floor / s/token: near 100%% the step only waits on the disk, and nothing but\n"
+                "fewer bytes can make it faster\n",
+                disk.seq_mb_s, disk.expert_mb_s);
     for (const auto& b : budgets) {
         std::printf("\n%s   (load average %s)\n", b.label, load_average().c_str());
-        std::printf("  %-34s %9s %9s %11s %9s %8s\n", "configuration", "s/token", "vs first", "GB read/tok", "peak RSS", "tokens");
+        std::printf("  %-34s %9s %9s %11s %9s %8s %9s %8s\n", "configuration", "s/token", "vs first", "GB read/tok", "peak RSS",
+                    "tokens", "floor", "of floor");
         struct Row {
             std::string name, bin, flags;
         };
@@ -138,9 +182,12 @@ void bench_decode() {
                 const double s = median_decode(r);
                 if (base == 0) base = s, base_tokens = r["generated_ids"].dump();
                 const std::string tokens = r["generated_ids"].dump();
-                std::printf("  %-34s %9.3f %8.2fx %11.3f %8.2f GB %8s\n", row.name.c_str(), s, base > 0 && s > 0 ? base / s : 0.0,
-                            bytes_per_token(r) / 1e9, r["peak_rss_bytes"].get<double>() / 1e9,
-                            base_tokens.empty() ? "" : (tokens == base_tokens ? "same" : "DIFFER"));
+                const StepBytes read = bytes_per_token(r);
+                const double floor = disk.floor_seconds(read);
+                std::printf("  %-34s %9.3f %8.2fx %11.3f %8.2f GB %8s %9.3f %7.0f%%\n", row.name.c_str(), s,
+                            base > 0 && s > 0 ? base / s : 0.0, read.total() / 1e9, r["peak_rss_bytes"].get<double>() / 1e9,
+                            base_tokens.empty() ? "" : (tokens == base_tokens ? "same" : "DIFFER"), floor,
+                            s > 0 ? 100 * floor / s : 0.0);
                 if (r.contains("lookahead_predicted") && r["lookahead_predicted"].get<double>() > 0)
                     std::printf("  %-34s lookahead: %.0f%% of %.0f predictions chosen; %.0f prefetched, %.0f asked for; expert "
                                 "wait %.3f s, trunk wait %.3f s\n",
