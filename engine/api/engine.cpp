@@ -119,7 +119,7 @@ EngineStats EngineImpl::stats() const {
     e.io_seconds = s.io_wait_seconds;
     e.compute_seconds = forward_seconds_ > s.io_wait_seconds ? forward_seconds_ - s.io_wait_seconds : 0;
     e.pinned_layers = s.pinned_layers;
-    e.ring_slots = s.ring_slots;
+    e.ring_bytes = s.ring_bytes;
     e.expert_prefetch_reads = s.expert_prefetch_reads;
     e.expert_prefetch_hits = s.expert_prefetch_hits;
     e.lookahead_predicted = model_->lookahead_predicted;

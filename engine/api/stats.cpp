@@ -42,7 +42,7 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
     figure("engine_io_share", "k3serve:io_share", "gauge", "Share of engine time spent waiting for I/O, 0..1.",
            busy > 0 ? e.io_seconds / busy : 0.0);
     count("pinned_layers", "k3serve:pinned_layers", "gauge", "Trunk layers pinned in RAM.", e.pinned_layers);
-    count("ring_slots", "k3serve:ring_slots", "gauge", "Trunk read-ring slots (streamed layers).", e.ring_slots);
+    count("ring_bytes", "k3serve:ring_bytes", "gauge", "Bytes of the trunk read ring (streamed layers).", double(e.ring_bytes));
     count("expert_prefetch_reads", "k3serve:expert_prefetch_reads_total", "counter",
           "Experts read ahead by the next-layer lookahead.", double(e.expert_prefetch_reads));
     count("expert_prefetch_hits", "k3serve:expert_prefetch_hits_total", "counter",

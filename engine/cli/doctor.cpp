@@ -244,7 +244,7 @@ void plan(Report& r) {
     };
     try_plan("");
     for (const auto& p : io::memory_presets()) try_plan(std::string(p.name));
-    // A ring of two slots for the largest streamed layer and top-k + 1 expert slots.
+    // A read ring that holds the largest layer (one layer at a time) and top-k + 1 expert slots.
     const double min_trunk_gb = double(io::smallest_trunk_budget(fp.layer_alloc_bytes)) / io::kGB;
     const double min_cache_gb = double(fp.experts_per_token + 1) * double(fp.expert_slot_bytes) / io::kGB;
     try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);

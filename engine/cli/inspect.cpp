@@ -17,6 +17,7 @@
 #include "cli/subcommand.h"
 #include "cli/byte_format.h"
 #include "k3/error.h"
+#include "store/memory_plan.h"
 
 namespace k3::cli {
 
@@ -146,25 +147,19 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
                 human_bytes(double(kv_latent)).c_str(), human_bytes(double(kv_expanded)).c_str());
 
     // ---- memory at a few trunk budgets ----
-    // Model-level tensors are always resident. Pinned layers are chosen largest first; the rest
-    // stream through a two-slot ring sized for the largest unpinned run. Streamed plans keep the
-    // smallest useful expert cache (top-k + 1 slots) and read every routed expert per token
-    // (K3's router is near-flat, so small caches hit almost never, spec 5.1).
-    std::vector<int64_t> by_size = layer_bytes;
-    std::sort(by_size.begin(), by_size.end(), std::greater<>());
+    // Model-level tensors are always resident. The trunk is planned as the engine plans it
+    // (io::plan_trunk: pinned layers, the rest of the budget a read ring that holds at least the
+    // largest streamed layer). Streamed plans keep the smallest useful expert cache (top-k + 1
+    // slots) and read every routed expert per token (K3's router is near-flat, so small caches
+    // hit almost never, spec 5.1).
     const int64_t model_level = embed + lm_head + norms;
     const int64_t min_cache = int64_t(c.num_experts_per_token + 1) * one_expert;
     auto plan_for_budget = [&](const std::string& name, int64_t budget) {
         Row r{name};
-        int64_t pinned_bytes = 0;
-        for (int k = 0; k <= n; ++k) {
-            int64_t ring = k < n ? 2 * by_size[size_t(k)] : 0;
-            int64_t pinned_k = std::accumulate(by_size.begin(), by_size.begin() + k, int64_t(0));
-            if (k > 0 && pinned_k + ring > budget) continue;
-            r.pinned = k, r.ring = ring, pinned_bytes = pinned_k;
-        }
-        r.resident = model_level + pinned_bytes + r.ring + min_cache;
-        r.read_per_token = trunk_runs - pinned_bytes + experts_per_token;
+        const io::TrunkPlan t = io::plan_trunk(layer_bytes, std::max(budget, io::smallest_trunk_budget(layer_bytes)));
+        r.pinned = t.n_pinned, r.ring = t.ring_bytes;
+        r.resident = model_level + t.total_bytes() + min_cache;
+        r.read_per_token = trunk_runs - t.pinned_bytes + experts_per_token;
         return r;
     };
     std::vector<Row> rows;
@@ -175,8 +170,8 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
                                        trunk_runs * pct / 100));
     rows.push_back(plan_for_budget("trunk resident, experts streamed", trunk_runs));
     rows.push_back(Row{"everything resident", n, 0, model_level + trunk_runs + pool, 0});
-    std::printf("\nmemory for weights at a few budgets (estimate: model-level tensors resident, 2-slot ring for "
-                "unpinned layers of up to %s, expert cache of top-k+1 = %d slots when streaming; activations, "
+    std::printf("\nmemory for weights at a few budgets (estimate: model-level tensors resident, a read ring of at "
+                "least the largest streamed layer (up to %s), expert cache of top-k+1 = %d slots when streaming; activations, "
                 "state and KV come on top):\n",
                 human_bytes(double(largest_layer)).c_str(), c.num_experts_per_token + 1);
     std::printf("  %-42s %8s %12s %14s %16s\n", "plan", "pinned", "ring", "resident", "read per token");

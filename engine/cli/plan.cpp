@@ -75,8 +75,11 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
                 "memory\n",
                 gb(double(p.disk_bytes_per_token)), gb(double(p.trunk_disk_bytes)), gb(double(p.expert_disk_bytes)),
                 100 * p.expert_hit, gb(double(p.memory_bytes_per_token)));
-    std::printf("          expected %.3f s/token (trunk reads %.3f s, memory %.3f s, expert reads %.3f s)\n",
+    std::printf("          expected %.3f s/token (trunk reads %.3f s, memory %.3f s, expert reads %.3f s",
                 p.seconds_per_token, p.trunk_seconds, p.memory_seconds, p.expert_seconds);
+    if (p.waiting_layers > 0)
+        std::printf("; %d layer reads not overlapped with compute: +%.3f s", p.waiting_layers, p.wait_seconds);
+    std::printf(")\n");
     std::printf("  prefill: a %d-token chunk reads %.3f GB (trunk %.3f, experts %.3f), computes %.3f s; expected "
                 "%.1f tokens/s\n",
                 p.prefill_chunk, gb(double(p.trunk_disk_bytes + p.chunk_expert_disk_bytes)), gb(double(p.trunk_disk_bytes)),

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "io/file.h"
+#include "store/ring_schedule.h"
 #include "weights/chunk_size.h"
 #include "weights/model_tensors.h"
 
@@ -45,30 +46,65 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     return f;
 }
 
+namespace {
+
+// Time for reads and compute where some reads cannot overlap: `exposed_read` (reads that start
+// only after the layer before them is released) and the `exposed_share` of the compute (those
+// layers' predecessors) run one after the other; the rest overlap.
+double overlapped_seconds(double read, double compute, double exposed_read, double exposed_share) {
+    return exposed_read + compute * exposed_share + std::max(read - exposed_read, compute * (1 - exposed_share));
+}
+
+}  // namespace
+
 Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk) {
     Projection p;
     p.need = plan.need_bytes;
     const auto& c = m.config;
     const double K = c.num_experts_per_token, N = c.num_experts;
     const double expert = double(m.one_expert);
-    double streamed = 0;
-    for (size_t il = 0; il < m.layer_bytes.size(); ++il) {
-        const bool pinned = !plan.streaming || (il < plan.trunk.pinned.size() && plan.trunk.pinned[il]);
-        if (!pinned) streamed += double(m.layer_bytes[il]);
+    const int n = int(m.layer_bytes.size());
+    std::vector<char> streamed(size_t(n), 0);
+    double streamed_bytes = 0;
+    for (int il = 0; il < n; ++il) {
+        const bool pinned = !plan.streaming || (size_t(il) < plan.trunk.pinned.size() && plan.trunk.pinned[size_t(il)]);
+        streamed[size_t(il)] = !pinned;
+        if (!pinned) streamed_bytes += double(m.layer_bytes[size_t(il)]);
     }
-    streamed *= b.compress_ratio;
+    const double streamed_read = streamed_bytes * b.compress_ratio;
     const double pool_slots = double(m.moe_layers) * N;
     // The layer being evaluated holds its own top-k slots; the rest of the cache serves hits.
     p.expert_hit = !plan.streaming || pool_slots == 0 ? 1.0 : std::clamp((plan.cache_slots - K) / pool_slots, 0.0, 1.0);
     const double experts_per_token = K * m.moe_layers;
-    p.trunk_disk_bytes = int64_t(streamed);
+    p.trunk_disk_bytes = int64_t(streamed_read);
     p.expert_disk_bytes = int64_t(experts_per_token * (1 - p.expert_hit) * expert);
     p.disk_bytes_per_token = p.trunk_disk_bytes + p.expert_disk_bytes;
     p.memory_bytes_per_token = m.trunk() + int64_t(experts_per_token * expert) + m.lm_head;
-    p.trunk_seconds = streamed / (b.disk_gbps * 1e9);
+    p.trunk_seconds = streamed_read / (b.disk_gbps * 1e9);
     p.expert_seconds = double(p.expert_disk_bytes) / (b.expert_gbps * 1e9);
     p.memory_seconds = double(p.memory_bytes_per_token) / (b.mem_gbps * 1e9);
-    p.seconds_per_token = std::max(p.trunk_seconds, p.memory_seconds) + p.expert_seconds;
+
+    // Where the ring cannot hold a layer beside the one before it (ring_schedule.h's walk), that
+    // layer's read starts only when the one before is released: its read and the compute of the
+    // layer before it do not overlap anything.
+    double exposed_bytes = 0, exposed_sweep = 0;
+    if (plan.streaming && plan.trunk.ring_bytes > 0) {
+        std::vector<int64_t> alloc;
+        for (int64_t lb : m.layer_bytes) alloc.push_back(int64_t(io::window_capacity(lb)));
+        const io::RingWalk walk = io::simulate_ring_walk(streamed, alloc, plan.trunk.ring_bytes);
+        for (int il = 0; il < n; ++il) {
+            if (!streamed[size_t(il)] || walk.overlapped[size_t(il)]) continue;
+            p.waiting_layers++;
+            exposed_bytes += double(m.layer_bytes[size_t(il)]) * b.compress_ratio;
+            const int before = (il + n - 1) % n;
+            exposed_sweep += double(m.layer_bytes[size_t(before)]) + (c.is_dense(before) ? 0.0 : K * expert);
+        }
+    }
+    const double exposed_read = exposed_bytes / (b.disk_gbps * 1e9);
+    const double exposed_share = p.memory_bytes_per_token > 0 ? exposed_sweep / double(p.memory_bytes_per_token) : 0;
+    const double trunk_and_memory = overlapped_seconds(p.trunk_seconds, p.memory_seconds, exposed_read, exposed_share);
+    p.wait_seconds = trunk_and_memory - std::max(p.trunk_seconds, p.memory_seconds);
+    p.seconds_per_token = trunk_and_memory + p.expert_seconds;
 
     // A prefill chunk streams the trunk once and reads the union of the experts its tokens chose.
     const int T = std::max(1, prefill_chunk);
@@ -80,7 +116,7 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double params_per_token = double(m.trunk()) / 2 + experts_per_token * expert * 8 / 4.25;
     const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
     p.chunk_compute_seconds = b.gflops > 0 ? std::max(2 * params_per_token * T / (b.gflops * 1e9), sweep_s) : sweep_s;
-    const double chunk_s = std::max(p.trunk_seconds, p.chunk_compute_seconds) +
+    const double chunk_s = overlapped_seconds(p.trunk_seconds, p.chunk_compute_seconds, exposed_read, exposed_share) +
                            double(p.chunk_expert_disk_bytes) / (b.expert_gbps * 1e9);
     p.prefill_tokens_per_s = T / chunk_s;
     return p;

@@ -2,7 +2,8 @@
 // bandwidths: the one first-order model behind `k3serve doctor`'s table and `k3serve plan`'s
 // projection (docs/performance.md, "Planning a budget", compares it with measured runs).
 // Streamed trunk layers and cache-missing experts come from the disk; everything a token
-// multiplies by is swept from memory; the trunk ring reads ahead while layers compute, expert
+// multiplies by is swept from memory; the trunk ring reads ahead while layers compute (except
+// where it cannot hold a layer beside the one before it: there read and compute add up), expert
 // reads are waited for. K3's router is near-flat (spec 5.1), so the expert cache's hit rate is
 // about the share of the pool it holds beyond the layer's own top-k.
 #pragma once
@@ -51,6 +52,8 @@ struct Projection {
     int64_t memory_bytes_per_token = 0;       // what a token multiplies by, swept from memory
     double trunk_seconds = 0, expert_seconds = 0, memory_seconds = 0;
     double seconds_per_token = 0;
+    int waiting_layers = 0;                   // streamed layers the ring cannot read ahead
+    double wait_seconds = 0;                  // what that adds to a token (lost overlap)
     int prefill_chunk = 0;                    // tokens per prefill chunk
     int64_t chunk_expert_disk_bytes = 0;      // per chunk: the union of its tokens' experts, missed
     double chunk_compute_seconds = 0;

@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "\n"
     "Memory (README, 'Memory budgets'; default: everything resident):\n"
     "  --preset NAME        laptop, desktop, workstation, server, max (K3-sized trunk/cache GB) or auto\n"
-    "  --trunk-gb X         trunk budget: pinned layers + a 2-slot read ring (overrides the preset)\n"
+    "  --trunk-gb X         trunk budget: pinned layers + a read ring of the rest (overrides the preset)\n"
     "  --cache-gb X         expert cache budget (overrides the preset)\n"
     "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
     "  --no-lookahead       do not prefetch the experts the next layer's router predicts\n"
@@ -182,10 +182,10 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
                 double(total.trunk_bytes_read) / 1e9, double(total.expert_bytes_read) / 1e9, o.wall_seconds(),
                 o.read_mb_per_s(), total.io_seconds, 100 * o.io_share());
     std::printf("experts: %llu requests, %llu served without a read (true retention %.1f%%), %llu evictions, "
-                "%llu failed; trunk: %d layers pinned, ring of %d slots\n",
+                "%llu failed; trunk: %d layers pinned, ring of %.3f GB\n",
                 (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
                 (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
-                total.pinned_layers, total.ring_slots);
+                total.pinned_layers, double(total.ring_bytes) / 1e9);
     if (total.lookahead_predicted > 0)
         std::printf("lookahead: %.1f%% of %llu predicted experts chosen; %llu read ahead, %llu of them asked for; waited "
                     "%.3f s for experts, %.3f s for the trunk\n",

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "io/file.h"
+#include "store/ring_schedule.h"
 #include "weights/chunk_size.h"
 #include "weights/model_tensors.h"
 #include "k3/error.h"
@@ -49,72 +50,118 @@ std::string format_gb(int64_t bytes) {
     return buf;
 }
 
-TrunkPlan plan_trunk(std::span<const int64_t> alloc, int64_t budget, int ring_slots) {
+namespace {
+
+// A layer's bytes in the ring (ring_schedule.h rounds each up to kRingAlign).
+int64_t ring_size(int64_t bytes) { return align_up(std::max<int64_t>(bytes, 1), kRingAlign); }
+
+// The ring that holds every two consecutive streamed layers of the walk (wrapping from the last
+// to the first): then each layer's read can run while the one before it computes. 0 when
+// nothing streams.
+int64_t overlap_ring_bytes(std::span<const int64_t> alloc, const std::vector<char>& pinned) {
+    std::vector<int64_t> streamed;
+    for (size_t il = 0; il < alloc.size(); ++il)
+        if (!pinned[il]) streamed.push_back(ring_size(alloc[il]));
+    if (streamed.size() <= 1) return streamed.empty() ? 0 : streamed[0];
+    int64_t need = 0;
+    for (size_t i = 0; i < streamed.size(); ++i) need = std::max(need, streamed[i] + streamed[(i + 1) % streamed.size()]);
+    return need;
+}
+
+TrunkPlan finish_plan(std::span<const int64_t> alloc, std::vector<char> pinned, int64_t budget) {
+    TrunkPlan plan;
+    plan.pinned = std::move(pinned);
+    std::vector<char> streamed(plan.pinned.size());
+    for (size_t il = 0; il < alloc.size(); ++il) {
+        streamed[il] = !plan.pinned[il];
+        if (plan.pinned[il]) {
+            plan.n_pinned++;
+            plan.pinned_bytes += alloc[il];
+        } else {
+            plan.streamed_layers++;
+        }
+    }
+    plan.ring_bytes = align_down(budget - plan.pinned_bytes, kRingAlign);
+    const RingWalk walk = simulate_ring_walk(streamed, alloc, plan.ring_bytes);
+    plan.ring_min_ahead = walk.min_ahead;
+    plan.ring_max_ahead = walk.max_ahead;
+    plan.ring_waiting_layers = walk.waiting_layers;
+    return plan;
+}
+
+}  // namespace
+
+TrunkPlan plan_trunk(std::span<const int64_t> alloc, int64_t budget) {
     const int n = int(alloc.size());
-    TrunkPlan best;
-    best.pinned.assign(n, 0);
     const int64_t total = sum(alloc);
     if (budget >= total) {  // everything fits: the trunk is resident, no ring
-        best.pinned.assign(n, 1);
-        best.n_pinned = n;
-        best.pinned_bytes = total;
-        return best;
+        TrunkPlan all;
+        all.pinned.assign(size_t(n), 1);
+        all.n_pinned = n;
+        all.pinned_bytes = total;
+        return all;
+    }
+    if (align_down(budget, kRingAlign) < smallest_trunk_budget(alloc)) {
+        const int64_t cheapest = smallest_trunk_budget(alloc);
+        throw Error(ErrorKind::Usage, "trunk budget " + format_gb(budget) +
+                                          " is too small: streaming the trunk needs a read ring that holds its largest "
+                                          "layer, at least " + format_gb(cheapest) + " for this model; raise --trunk-gb to at least " +
+                                          format_gb(cheapest));
     }
     // Layers by size, largest first (ties: lower index first, so plans are reproducible).
-    std::vector<int> by_size(n);
+    std::vector<int> by_size(alloc.size());
     std::iota(by_size.begin(), by_size.end(), 0);
     std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) { return alloc[a] > alloc[b]; });
 
-    bool found = false;
+    std::vector<char> best;
+    int64_t best_pinned = -1;
     for (int k = 0; k < n; ++k) {
-        // Pin the k largest; the ring slot then fits layer by_size[k], the largest unpinned.
-        int64_t slot = alloc[by_size[k]];
-        int64_t spent = int64_t(ring_slots) * slot;
-        for (int j = 0; j < k; ++j) spent += alloc[by_size[j]];
-        if (spent > budget) continue;
-        TrunkPlan plan;
-        plan.pinned.assign(n, 0);
-        for (int j = 0; j < k; ++j) plan.pinned[by_size[j]] = 1;
-        // Then any smaller layers that still fit, largest first (never by_size[k] itself: pinning
-        // it is the k+1 case).
-        for (int j = k + 1; j < n; ++j)
-            if (spent + alloc[by_size[j]] <= budget) {
+        // Pin the k largest, then any smaller layers that still leave an overlapping ring, largest
+        // first (never by_size[k] itself: pinning it is the k+1 case).
+        std::vector<char> pinned(size_t(n), 0);
+        int64_t spent = 0;
+        for (int j = 0; j < k; ++j) {
+            pinned[by_size[j]] = 1;
+            spent += alloc[by_size[j]];
+        }
+        if (spent + overlap_ring_bytes(alloc, pinned) > budget) continue;
+        for (int j = k + 1; j < n; ++j) {
+            pinned[by_size[j]] = 1;
+            if (spent + alloc[by_size[j]] + overlap_ring_bytes(alloc, pinned) <= budget)
                 spent += alloc[by_size[j]];
-                plan.pinned[by_size[j]] = 1;
-            }
-        plan.ring_slots = ring_slots;
-        plan.slot_bytes = slot;
-        for (int il = 0; il < n; ++il)
-            if (plan.pinned[il]) {
-                plan.n_pinned++;
-                plan.pinned_bytes += alloc[il];
-            }
-        bool better = !found || plan.pinned_bytes > best.pinned_bytes ||
-                      (plan.pinned_bytes == best.pinned_bytes && plan.total_bytes() < best.total_bytes());
-        if (better) {
-            best = std::move(plan);
-            found = true;
+            else
+                pinned[by_size[j]] = 0;
+        }
+        if (spent > best_pinned) {
+            best = pinned;
+            best_pinned = spent;
         }
     }
-    if (!found) {
-        int64_t cheapest = smallest_trunk_budget(alloc, ring_slots);
-        throw Error(ErrorKind::Usage, "trunk budget " + format_gb(budget) + " is too small: streaming the trunk needs a ring of " +
-                                          std::to_string(ring_slots) + " slots, at least " + format_gb(cheapest) +
-                                          " for this model; raise --trunk-gb to at least " + format_gb(cheapest) + "");
-    }
-    return best;
+    // No overlapping ring fits: nothing pinned, the budget is all ring.
+    if (best_pinned < 0) best.assign(size_t(n), 0);
+    return finish_plan(alloc, std::move(best), budget);
 }
 
-int64_t smallest_trunk_budget(std::span<const int64_t> alloc, int ring_slots) {
-    // Pin the k largest so the ring slot is as small as possible; the best k wins.
-    std::vector<int64_t> sorted(alloc.begin(), alloc.end());
-    std::sort(sorted.begin(), sorted.end(), std::greater<>());
-    int64_t cheapest = sum(alloc), pinned = 0;
-    for (size_t k = 0; k < sorted.size(); ++k) {
-        cheapest = std::min(cheapest, pinned + int64_t(ring_slots) * sorted[k]);
-        pinned += sorted[k];
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc) {
+    int64_t largest = 0;
+    for (int64_t b : alloc) largest = std::max(largest, ring_size(b));
+    return largest;
+}
+
+std::string TrunkPlan::describe_ring() const {
+    std::ostringstream s;
+    s << "ring " << format_gb(ring_bytes) << " (";
+    if (ring_max_ahead == 0 && ring_waiting_layers == streamed_layers) {
+        s << "one layer at a time: each read waits for the layer before it";
+    } else {
+        s << "reads " << (ring_min_ahead == ring_max_ahead ? "" : "up to ") << ring_max_ahead << " layer"
+          << (ring_max_ahead == 1 ? "" : "s") << " ahead";
+        if (ring_waiting_layers > 0)
+            s << "; " << ring_waiting_layers << " of " << streamed_layers
+              << " streamed layers read only after the layer before it";
     }
-    return cheapest;
+    s << ")";
+    return s.str();
 }
 
 ModelFootprint footprint_of(const Checkpoint& ckpt) {
@@ -165,7 +212,7 @@ std::string MemoryPlan::describe() const {
     }
     s << "memory (" << source << "): trunk " << format_gb(trunk.total_bytes()) << " = " << trunk.n_pinned << "/"
       << trunk.pinned.size() << " layers pinned (" << format_gb(trunk.pinned_bytes) << ")";
-    if (trunk.ring_slots > 0) s << " + ring " << trunk.ring_slots << " x " << format_gb(trunk.slot_bytes);
+    if (trunk.ring_bytes > 0) s << " + " << trunk.describe_ring();
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; lm_head/norms " << format_gb(resident_bytes)
       << "; prompt cache " << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens ("

@@ -29,7 +29,6 @@ struct PresetBudget {
 std::span<const PresetBudget> memory_presets();
 
 inline constexpr double kGB = 1e9;
-inline constexpr int kDefaultRingSlots = 2;
 inline constexpr double kRefuseAboveFraction = 0.95;
 
 // Which layers stay in memory and how big the read ring is, within a trunk budget.
@@ -37,21 +36,29 @@ struct TrunkPlan {
     std::vector<char> pinned;      // [n_layers]
     int n_pinned = 0;
     int64_t pinned_bytes = 0;      // allocation for the pinned layers
-    int ring_slots = 0;            // 0 when every layer is pinned
-    int64_t slot_bytes = 0;        // one ring slot (fits the largest unpinned layer)
-    int64_t total_bytes() const { return pinned_bytes + int64_t(ring_slots) * slot_bytes; }
+    int64_t ring_bytes = 0;        // the read ring (ring_schedule.h); 0 when every layer is pinned
+    // What the ring does over a walk (simulate_ring_walk): layers held ahead of the one being
+    // computed, and the streamed layers whose read cannot start before the layer before them
+    // is released (their read does not overlap compute).
+    int ring_min_ahead = 0, ring_max_ahead = 0, ring_waiting_layers = 0, streamed_layers = 0;
+    int64_t total_bytes() const { return pinned_bytes + ring_bytes; }
+    std::string describe_ring() const;  // "ring 3.19 GB (reads 1-2 layers ahead; ...)"
 };
 
-// Chooses the pinned set that saves the most bytes per token within `budget`, keeping a ring
-// of `ring_slots` slots sized for the largest unpinned layer. Pinning the largest layers first
-// also shrinks the ring slots, so every "pin the k largest" prefix is tried, then smaller layers
-// are added greedily. `alloc_bytes[il]` is what layer il takes in memory. Throws
-// k3::Error(Usage) when even the ring does not fit, saying the smallest budget that works.
-TrunkPlan plan_trunk(std::span<const int64_t> alloc_bytes, int64_t budget, int ring_slots = kDefaultRingSlots);
+// Chooses which layers to pin within `budget`; the rest of the budget is the read ring.
+// Pinned bytes save a read on every token, ring bytes beyond the largest streamed layer buy
+// overlap (the next layer is read while this one computes), so: the most pinned bytes that
+// still leave a ring holding every two consecutive streamed layers of the walk; pinning the
+// largest layers first also shrinks that ring, so every "pin the k largest" prefix is tried, then
+// smaller layers are added greedily. When no pinned set leaves such a ring, nothing is pinned and
+// the whole budget is the ring (as many layers ahead as fit; where only one fits, reading waits
+// for compute): a pinned layer would save its read but take read-ahead from every layer around
+// it. `alloc_bytes[il]` is what layer il takes in memory. Throws k3::Error(Usage) when the
+// budget does not hold the largest layer, saying the smallest budget that works.
+TrunkPlan plan_trunk(std::span<const int64_t> alloc_bytes, int64_t budget);
 
-// The smallest trunk budget plan_trunk accepts (a ring of `ring_slots`, after pinning whichever
-// largest layers make it cheapest).
-int64_t smallest_trunk_budget(std::span<const int64_t> alloc_bytes, int ring_slots = kDefaultRingSlots);
+// The smallest trunk budget plan_trunk accepts: a ring that holds the largest layer.
+int64_t smallest_trunk_budget(std::span<const int64_t> alloc_bytes);
 
 // What the plan needs to know about a model.
 struct ModelFootprint {

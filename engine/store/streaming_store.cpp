@@ -124,14 +124,16 @@ StreamingStore::StreamingStore(const StreamingLayout& layout, const MemoryPlan& 
     pinned_buf_.resize(size_t(layout.n_layers));
     pinned_run_.assign(size_t(layout.n_layers), nullptr);
     std::vector<char> streamed(size_t(layout.n_layers), 0);
+    std::vector<int64_t> window_bytes;  // what a layer's read needs (a compressed one decodes into it)
     for (int il = 0; il < layout.n_layers; ++il) {
+        window_bytes.push_back(int64_t(window_capacity(layout.layer_runs[il].nbytes)));
         if (plan.trunk.pinned[il])
-            pinned_buf_[il] = AlignedBuffer(window_capacity(layout.layer_runs[il].nbytes));
+            pinned_buf_[il] = AlignedBuffer(size_t(window_bytes.back()));
         else
             streamed[il] = 1;
     }
-    if (plan.trunk.ring_slots > 0)
-        ring_ = std::make_unique<TrunkRing>(streamed, plan.trunk.ring_slots, size_t(plan.trunk.slot_bytes),
+    if (plan.trunk.ring_bytes > 0)
+        ring_ = std::make_unique<TrunkRing>(streamed, window_bytes, plan.trunk.ring_bytes,
                                             [this](int il, uint8_t* buf, size_t cap, const uint8_t** payload) {
                                                 return read_layer(il, buf, cap, payload);
                                             });
@@ -401,7 +403,7 @@ WeightStoreStats StreamingStore::stats() const {
     st.expert_wait_seconds = expert_wait_seconds_;
     st.io_wait_seconds = st.trunk_wait_seconds + st.expert_wait_seconds;
     st.pinned_layers = plan_.trunk.n_pinned;
-    st.ring_slots = plan_.trunk.ring_slots;
+    st.ring_bytes = plan_.trunk.ring_bytes;
     return st;
 }
 

@@ -29,7 +29,7 @@ struct WeightStoreStats {
     uint64_t expert_read_failures = 0;
     double io_wait_seconds = 0;
     int pinned_layers = 0;
-    int ring_slots = 0;
+    int64_t ring_bytes = 0;        // the trunk read ring (0: no layer streams)
     // Added by the streaming store (io/): where the reads and the waiting went.
     uint64_t expert_prefetch_reads = 0;   // experts read ahead by prefetch_experts
     uint64_t expert_prefetch_hits = 0;    // requests served by such a read-ahead

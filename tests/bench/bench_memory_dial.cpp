@@ -94,7 +94,7 @@ void run_budget(const std::string& model, const Budget& b, int tokens, int fd) {
         EngineStats t = engine->stats();
         out["tokens"] = generated;
         out["pinned_layers"] = t.pinned_layers;
-        out["ring_slots"] = t.ring_slots;
+        out["ring_bytes"] = t.ring_bytes;
         out["expert_requests"] = t.expert_requests;
         out["expert_hits"] = t.expert_hits;
         out["expert_evictions"] = t.expert_evictions;
@@ -195,10 +195,10 @@ int main(int argc, char** argv) {
         std::printf("  I/O floor %.3f s/token (trunk at sequential speed, experts at random qd16 speed) -> ratio %.2fx; "
                     "all at sequential speed %.3f s -> %.2fx\n",
                     floor, floor > 0 ? secs / floor : 0.0, floor_simple, floor_simple > 0 ? secs / floor_simple : 0.0);
-        std::printf("  achieved %.0f MB/s; pinned layers %d, ring slots %d; expert requests %lld, retained %lld, "
+        std::printf("  achieved %.0f MB/s; pinned layers %d, ring %.3f GB; expert requests %lld, retained %lld, "
                     "evictions %lld\n",
                     secs > 0 ? (trunk + experts) / 1e6 / secs : 0.0, r["pinned_layers"].get<int>(),
-                    r["ring_slots"].get<int>(), r["expert_requests"].get<long long>(), r["expert_hits"].get<long long>(),
+                    r["ring_bytes"].get<double>() / 1e9, r["expert_requests"].get<long long>(), r["expert_hits"].get<long long>(),
                     r["expert_evictions"].get<long long>());
         std::printf("  peak RSS %.2f GB\n", peak_gb);
         std::printf("  tokens:");

@@ -1,5 +1,6 @@
 // The memory dial changes nothing but speed: logits are bit-identical from everything resident
-// down to the smallest budget that fits the read ring, with and without a packed trunk (plain or
+// down to the smallest budget that fits the read ring (one layer at a time), through rings that
+// hold layers of different sizes (fewer than two of the largest), with and without a packed trunk (plain or
 // compressed), with and without the next-layer lookahead, at any prefill chunk and thread count,
 // on the tiny fixtures; and a read that fails mid-run (a shard or trunk.bin truncated after start-up)
 // fails the step with an IoError naming the file, never a wrong token.
@@ -89,6 +90,7 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
 struct Budgets {
     int64_t trunk_all, trunk_edge, cache_min, pool;
     int64_t act_per_token;  // prefill activations per token
+    int64_t largest_layer, smallest_layer;
 };
 
 Budgets budgets_of(const std::filesystem::path& model) {
@@ -100,6 +102,8 @@ Budgets budgets_of(const std::filesystem::path& model) {
     b.cache_min = int64_t(f.experts_per_token + 1) * f.expert_slot_bytes;
     b.pool = f.routed_experts * f.expert_slot_bytes;
     b.act_per_token = f.activation_bytes_per_token;
+    b.largest_layer = *std::max_element(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end());
+    b.smallest_layer = *std::min_element(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end());
     return b;
 }
 
@@ -157,6 +161,11 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             {"half-way, prefill chunk as large as allowed", budget(half_trunk, half_cache, "", true, 1e6)},
             {"half-way, one thread", budget(half_trunk, half_cache), 1},
             {"smallest, compressed, three threads", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string()), 3},
+            // A byte ring that holds the largest layer and a small one, fewer than two of the
+            // largest: layers of different sizes share it, read ahead where they fit.
+            {"ring of the largest and the smallest layer", budget(gb(b.largest_layer + b.smallest_layer + 4096), gb(b.cache_min + 4096))},
+            {"ring of the largest and the smallest layer, compressed trunk",
+             budget(gb(b.largest_layer + b.smallest_layer + 4096), gb(b.cache_min + 4096), zpack.string())},
         };
         for (const auto& c : cases) {
             CAPTURE(std::string(c.name));
@@ -165,6 +174,11 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             MESSAGE(preset << ": " << plan);
             if (std::string(c.name).find("three tokens") != std::string::npos)
                 CHECK(plan.find("prefill chunk 3 tokens") != std::string::npos);
+            if (std::string(c.name).find("largest and the smallest") != std::string::npos) {
+                REQUIRE(b.smallest_layer < b.largest_layer);  // the preset's dense layers are larger
+                CHECK(plan.find("0/") != std::string::npos);  // nothing pinned: it is all ring
+                CHECK(plan.find("ahead") != std::string::npos);
+            }
             CHECK(bit_identical(got.prefill, resident.prefill));
             REQUIRE(got.decode.size() == resident.decode.size());
             for (size_t i = 0; i < got.decode.size(); ++i) CHECK(bit_identical(got.decode[i], resident.decode[i]));
@@ -321,7 +335,7 @@ TEST_CASE("k3serve run takes the memory options and reports them") {
     REQUIRE(sh(bin() + " run " + model.string() + args + report.string()) == 0);
     std::ifstream in(report);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const char* key : {"\"ring_slots\"", "\"pinned_layers\"", "\"expert_evictions\"", "\"io_share\"",
+    for (const char* key : {"\"ring_bytes\"", "\"pinned_layers\"", "\"expert_evictions\"", "\"io_share\"",
                             "\"trunk_bytes_read\"", "\"expert_bytes_read\"", "\"read_mb_per_s\""})
         CHECK(text.find(key) != std::string::npos);
     // Usage errors: unknown preset, a ring that does not fit.

@@ -1,5 +1,5 @@
-// Memory plans: presets, explicit budgets, auto, largest-first pinning with the ring fitting
-// first, and refusals that say what was asked, what is available and what to change.
+// Memory plans: presets, explicit budgets, auto, largest-first pinning with a byte ring (one that
+// holds every two neighbouring streamed layers when the budget allows), and refusals that say what was asked, what is available and what to change.
 #include <doctest/doctest.h>
 
 #include "store/memory_plan.h"
@@ -58,36 +58,42 @@ TEST_CASE("the preset table has the C engine's names and K3 budgets") {
     CHECK(presets[4].cache_gb == 109.0);
 }
 
-TEST_CASE("plan_trunk pins largest first and keeps a ring that fits") {
+TEST_CASE("plan_trunk pins largest first and leaves the rest of the budget to a byte ring") {
     auto f = mini_like();
     SUBCASE("budget for everything: resident, no ring") {
         TrunkPlan p = plan_trunk(f.layer_alloc_bytes, sum_alloc(f));
         CHECK(p.n_pinned == 24);
-        CHECK(p.ring_slots == 0);
+        CHECK(p.ring_bytes == 0);
     }
-    SUBCASE("300 MB: just the ring, two slots of the largest layer") {
+    SUBCASE("300 MB: pinning the 150 MB layer 0 leaves a ring for any two neighbours (80 + 66 MB)") {
         TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 300 * MB);
-        CHECK(p.n_pinned == 0);
-        CHECK(p.ring_slots == 2);
-        CHECK(p.slot_bytes == 150 * MB);
-    }
-    SUBCASE("320 MB: pinning the 150 MB layer 0 shrinks the ring slots to 80 MB, so it is pinned") {
-        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 320 * MB);
         CHECK(p.pinned[0]);
         CHECK(p.n_pinned == 1);
-        CHECK(p.ring_slots == 2);
-        CHECK(p.slot_bytes == 80 * MB);
-        CHECK(p.total_bytes() <= 320 * MB);
+        CHECK(p.ring_bytes >= 146 * MB);
+        CHECK(p.total_bytes() <= 300 * MB);
+        CHECK(p.ring_waiting_layers == 0);
+        CHECK(p.ring_max_ahead >= 1);
+    }
+    SUBCASE("200 MB: no pinned set leaves an overlapping ring, so it is all ring; layer 0 is read alone") {
+        TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 200 * MB);
+        CHECK(p.n_pinned == 0);
+        CHECK(p.ring_bytes > 195 * MB);
+        CHECK(p.total_bytes() <= 200 * MB);
+        CHECK(p.ring_waiting_layers >= 1);  // layer 1 (66 MB) does not fit beside layer 0 (150 MB)
+        CHECK(p.ring_waiting_layers < 24);
+        CHECK(p.ring_max_ahead >= 2);       // three 66 MB layers fit
+        CHECK(p.describe_ring().find("streamed layers read only after the layer before it") != std::string::npos);
     }
     SUBCASE("1 GB: the largest layers are pinned, everything within budget") {
         TrunkPlan p = plan_trunk(f.layer_alloc_bytes, 1000 * MB);
         CHECK(p.total_bytes() <= 1000 * MB);
         CHECK(p.pinned[0]);
-        for (int il : {3, 7, 11, 15, 19}) CHECK(p.pinned[il]);  // the 80 MB layers
-        // Nothing else fits: one more 66 MB layer would exceed the budget.
-        CHECK(p.total_bytes() + 66 * MB > 1000 * MB);
+        for (int il : {3, 7, 11, 15, 19, 23}) CHECK(p.pinned[il]);  // the 80 MB layers
+        CHECK(p.ring_waiting_layers == 0);
+        // One more 66 MB layer would leave no ring for two 66 MB neighbours.
+        CHECK(p.pinned_bytes + 66 * MB + 2 * 66 * MB > 1000 * MB);
     }
-    SUBCASE("below the smallest ring: a usage error with the minimum") {
+    SUBCASE("below the largest layer: a usage error with the minimum") {
         CHECK_THROWS_WITH_AS(plan_trunk(f.layer_alloc_bytes, 100 * MB), doctest::Contains("raise --trunk-gb to at least"),
                              Error);
         try {
@@ -98,15 +104,21 @@ TEST_CASE("plan_trunk pins largest first and keeps a ring that fits") {
     }
 }
 
-TEST_CASE("smallest_trunk_budget is exactly the edge plan_trunk accepts") {
+TEST_CASE("smallest_trunk_budget is exactly the edge plan_trunk accepts: a ring of the largest layer") {
     auto f = mini_like();
     int64_t edge = smallest_trunk_budget(f.layer_alloc_bytes);
-    CHECK(edge == 300 * MB);  // 2 x 150 MB beats 150 + 2 x 80 MB
-    CHECK(plan_trunk(f.layer_alloc_bytes, edge).ring_slots == 2);
+    CHECK(edge >= 150 * MB);
+    CHECK(edge < 150 * MB + 4096);  // 150 MB rounded up to the ring's 4096-byte alignment
+    TrunkPlan p = plan_trunk(f.layer_alloc_bytes, edge);
+    CHECK(p.n_pinned == 0);
+    CHECK(p.ring_bytes == edge);
     CHECK_THROWS_AS(plan_trunk(f.layer_alloc_bytes, edge - 1), Error);
-    std::vector<int64_t> skewed = {500 * MB, 10 * MB, 10 * MB, 10 * MB};
-    CHECK(smallest_trunk_budget(skewed) == 520 * MB);  // pin the big one, ring of 2 x 10 MB
-    CHECK(plan_trunk(skewed, 520 * MB).pinned[0]);
+    // Uniform layers and a ring of one: every read waits for the layer before it.
+    std::vector<int64_t> uniform(6, 100 * 4096);
+    TrunkPlan one = plan_trunk(uniform, smallest_trunk_budget(uniform));
+    CHECK(one.ring_max_ahead == 0);
+    CHECK(one.ring_waiting_layers == 6);
+    CHECK(one.describe_ring().find("one layer at a time") != std::string::npos);
 }
 
 TEST_CASE("presets and explicit budgets, capped at what the model needs") {
@@ -127,7 +139,7 @@ TEST_CASE("presets and explicit budgets, capped at what the model needs") {
 
     // Explicit values override the preset; unset parts mean "everything".
     MemoryPlan mixed = make_memory_plan(f, opts("laptop", 0.3, -1), kPlenty);
-    CHECK(mixed.trunk.ring_slots == 2);
+    CHECK(mixed.trunk.ring_bytes > 0);
     CHECK(mixed.cache_slots == int(int64_t(1000) * MB / f.expert_slot_bytes));
     MemoryPlan cache_only = make_memory_plan(f, opts("", -1, 0.5), kPlenty);
     CHECK(cache_only.streaming);
@@ -154,7 +166,8 @@ TEST_CASE("auto: trunk first, then cache, with a reserve, for any memory size") 
     // 2.8 GB: the trunk is cut to a ring and some pins.
     MemoryPlan small = make_memory_plan(f, opts("auto"), int64_t(2800) * MB);
     CHECK(small.trunk.n_pinned < 24);
-    CHECK(small.trunk.ring_slots == 2);
+    CHECK(small.trunk.ring_bytes > 0);
+    CHECK(small.trunk.total_bytes() <= small.trunk_budget);
     // Far more memory than the 2 GB + 2% reserve covers, and a model larger than it: still
     // within the 95% limit (the real K3 at 128/256 GB was refused by its own auto plan).
     auto huge = mini_like();

@@ -138,6 +138,7 @@ TEST_CASE("every byte is exact at every budget, from resident to the smallest ri
         {"resident", trunk_all, pool},
         {"ring + pins, half cache", 2 * fp.layer_alloc_bytes[0] + fp.layer_alloc_bytes[1], pool / 2},
         {"ring only, smallest cache", 2 * fp.layer_alloc_bytes[0], kTopK + 1},
+        {"a ring of one layer, smallest cache", smallest_trunk_budget(fp.layer_alloc_bytes), kTopK + 1},
         {"trunk resident, smallest cache", trunk_all, kTopK + 1},
     };
     for (const auto& b : budgets) {
@@ -151,7 +152,7 @@ TEST_CASE("every byte is exact at every budget, from resident to the smallest ri
             CHECK(st.expert_requests == uint64_t(4 * (kLayers - 1) * kTopK));
             CHECK(st.expert_read_failures == 0);
             CHECK(st.pinned_layers == plan.trunk.n_pinned);
-            CHECK(st.ring_slots == plan.trunk.ring_slots);
+            CHECK(st.ring_bytes == plan.trunk.ring_bytes);
             // Served from memory + read = requested (a prefetch hit was read by the prefetch).
             uint64_t reads = st.expert_bytes_read / uint64_t(kExpertBytes);
             CHECK(st.expert_hits + reads >= st.expert_requests);

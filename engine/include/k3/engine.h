@@ -42,7 +42,7 @@ struct EngineStats {
     double io_seconds = 0;             // time spent waiting for reads
     double compute_seconds = 0;
     int pinned_layers = 0;
-    int ring_slots = 0;
+    int64_t ring_bytes = 0;        // the trunk read ring (0: no layer streams)
     uint64_t expert_prefetch_reads = 0;  // experts read ahead by the next-layer lookahead
     uint64_t expert_prefetch_hits = 0;   // requests that found such a read-ahead (done or in flight)
     uint64_t lookahead_predicted = 0;    // experts the lookahead predicted (read or not)

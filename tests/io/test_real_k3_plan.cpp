@@ -1,0 +1,87 @@
+// The memory plan and its projection for the real Kimi K3 config (tests/fixtures/config): a plan
+// at 8, 32, 128 and 256 GB (auto), each within its budget; at 8 GB the trunk is a byte ring that
+// holds layer 0 (2.34 GB) alone but two of the 1.27 GB KDA layers, and the projection charges
+// the reads it cannot overlap.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cli/projection.h"
+#include "io/file.h"
+#include "store/memory_plan.h"
+#include "weights/config.h"
+
+using namespace k3;
+using namespace k3::io;
+
+namespace {
+
+cli::ModelSizes real_k3() {
+    const char* src = std::getenv("K3_SOURCE_DIR");
+    REQUIRE(src);
+    return cli::sizes_of(load_config(std::string(src) + "/tests/fixtures/config/kimi_k3_config.json"), "Kimi K3");
+}
+
+MemoryPlan auto_plan(const cli::ModelSizes& m, double gb) {
+    MemoryOptions o;
+    o.preset = "auto";
+    return make_memory_plan(cli::footprint_of(m), o, int64_t(gb * 1e9));
+}
+
+cli::Bandwidths this_disk() {
+    cli::Bandwidths b;
+    b.disk_gbps = 1.1;
+    b.expert_gbps = 1.0;
+    b.mem_gbps = 33;
+    b.gflops = 40;
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("the real Kimi K3 has a plan at 8, 32, 128 and 256 GB, each within its budget") {
+    const cli::ModelSizes m = real_k3();
+    REQUIRE(m.layer_bytes.size() == 93);
+    CHECK(m.layer_bytes[0] > 2 * m.layer_bytes[1] * 9 / 10);  // layer 0's dense MLP: 2.34 GB vs 1.27 GB
+    double previous_s = 0;
+    for (double gb : {8.0, 32.0, 128.0, 256.0}) {
+        CAPTURE(gb);
+        MemoryPlan p;
+        REQUIRE_NOTHROW(p = auto_plan(m, gb));
+        MESSAGE(p.describe());
+        CHECK(p.trunk.total_bytes() <= p.trunk_budget);
+        CHECK(p.need_bytes + p.prompt_cache_budget <= int64_t(gb * 1e9 * kRefuseAboveFraction));
+        const cli::Projection proj = cli::project(m, p, this_disk(), p.chunk_tokens);
+        CHECK(proj.seconds_per_token > 0);
+        if (previous_s > 0) CHECK(proj.seconds_per_token <= previous_s);  // more memory is never slower
+        previous_s = proj.seconds_per_token;
+    }
+}
+
+TEST_CASE("at 8 GB the real K3's trunk is a byte ring: layer 0 alone, two KDA layers at a time") {
+    const cli::ModelSizes m = real_k3();
+    const MemoryPlan p = auto_plan(m, 8);
+    const int64_t layer0 = int64_t(window_capacity(m.layer_bytes[0]));
+    CHECK(p.trunk.ring_bytes >= layer0);
+    CHECK(p.trunk.ring_bytes < 2 * layer0);  // two uniform slots (4.68 GB) would not fit
+    CHECK(p.trunk.ring_bytes >= 2 * int64_t(window_capacity(m.layer_bytes[1])));
+    CHECK(p.trunk.ring_max_ahead >= 1);
+    CHECK(p.trunk.ring_waiting_layers >= 1);   // layer 1 cannot be read beside layer 0
+    CHECK(p.trunk.ring_waiting_layers <= 3);
+    CHECK(p.describe().find("ring 3.") != std::string::npos);
+
+    // The projection charges the lost overlap, and the smallest ring (layer 0 alone) loses more.
+    const cli::Projection proj = cli::project(m, p, this_disk(), p.chunk_tokens);
+    CHECK(proj.waiting_layers == p.trunk.ring_waiting_layers);
+    CHECK(proj.wait_seconds > 0);
+    MemoryPlan one = p;
+    one.trunk = plan_trunk(cli::footprint_of(m).layer_alloc_bytes, smallest_trunk_budget(cli::footprint_of(m).layer_alloc_bytes));
+    CHECK(one.trunk.n_pinned == 0);
+    const cli::Projection serial = cli::project(m, one, this_disk(), p.chunk_tokens);
+    // (2.34 GB: two MLA layers, or a KDA and an MLA layer, still fit; two KDA layers do not)
+    CHECK(serial.waiting_layers > 40);
+    CHECK(serial.wait_seconds > proj.wait_seconds);
+    CHECK(serial.seconds_per_token > proj.seconds_per_token);
+    CHECK(serial.seconds_per_token < serial.trunk_seconds + serial.memory_seconds + serial.expert_seconds);
+}
