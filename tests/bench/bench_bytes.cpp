@@ -5,6 +5,7 @@
 //
 //   bench_bytes [MODEL_DIR=/work/models/k3-mini] --k3serve BIN [--baseline BIN] [--tokens N=8]
 //               [--only decode|prefill|ready] [--prefill-tokens N=2048] [--rounds N=1]
+//               [--budget "FLAGS"]   (decode at this budget only, e.g. "--trunk-gb 0.2 --cache-gb 0.1")
 //
 // decode:  trunk 0.3 GB / cache 0.1 GB (streamed), trunk 1.0 GB / cache 0.1 GB, trunk resident /
 //          cache 0.5 GB: s/token (median of the decode steps), bytes read per token, peak RSS;
@@ -36,7 +37,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string g_bin, g_base, g_model = "/work/models/k3-mini", g_only;
+std::string g_bin, g_base, g_model = "/work/models/k3-mini", g_only, g_budget;
 int g_tokens = 8, g_prefill_tokens = 2048, g_rounds = 1;
 
 void drop_page_cache() {
@@ -147,11 +148,12 @@ void bench_decode() {
         const char* label;
         std::string flags;
     };
-    const Budget budgets[] = {
+    std::vector<Budget> budgets = {
         {"streamed: trunk 0.3 GB, cache 0.1 GB", "--trunk-gb 0.3 --cache-gb 0.1"},
         {"middle: trunk 1.0 GB, cache 0.1 GB", "--trunk-gb 1.0 --cache-gb 0.1"},
         {"trunk resident, cache 0.5 GB", "--trunk-gb 100 --cache-gb 0.5"},
     };
+    if (!g_budget.empty()) budgets = {{g_budget.c_str(), g_budget}};
     const std::string prompt = "--ids 1008,10484,318,15383,387 --gen " + std::to_string(g_tokens);
     const DiskSpeed disk = measure_disk("--seq-gb 2 --random-gb 0.5");
     std::printf("\ndisk (best O_DIRECT rows of diskbench): sequential %.0f MB/s, expert-sized random %.0f MB/s\n"
@@ -269,10 +271,11 @@ int main(int argc, char** argv) {
         else if (a == "--prefill-tokens") g_prefill_tokens = std::stoi(value());
         else if (a == "--rounds") g_rounds = std::stoi(value());
         else if (a == "--only") g_only = value();
+        else if (a == "--budget") g_budget = value();
         else g_model = a;
     }
     if (g_bin.empty()) {
-        std::fprintf(stderr, "usage: bench_bytes [MODEL_DIR] --k3serve BIN [--baseline BIN] [--tokens N] [--only decode|prefill|ready]\n");
+        std::fprintf(stderr, "usage: bench_bytes [MODEL_DIR] --k3serve BIN [--baseline BIN] [--tokens N] [--only decode|prefill|ready] [--budget FLAGS]\n");
         return 2;
     }
     std::printf("bench_bytes: %s; this %s; baseline %s\n", g_model.c_str(), g_bin.c_str(), g_base.empty() ? "(none)" : g_base.c_str());
