@@ -174,6 +174,10 @@ const std::vector<Setting>& settings() {
          {}},
         {"trunk", [](DaemonConfig& c, const std::string& s) { c.memory.trunk_dir = s; }, {}},
         {"prefill_mb", [](DaemonConfig& c, const std::string& s) { c.memory.prefill_mb = parse_double("prefill_mb", s, -1, 1e7); }, {}},
+        {"lookahead", [](DaemonConfig& c, const std::string& s) { c.memory.lookahead = parse_bool("lookahead", s); }, {}},
+        {"background_load",
+         [](DaemonConfig& c, const std::string& s) { c.memory.background_load = parse_bool("background_load", s); },
+         {}},
         string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
     };
     return table;
@@ -248,6 +252,11 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --trunk DIR               packed trunk (k3serve pack-trunk)
   --prefill-mb MB           activations of one prefill chunk; the chunk is as many tokens as
                             fit (default: the preset's, else at most 256 tokens)
+  --lookahead BOOL          read ahead the experts the next layer's router predicts (exact:
+                            it only schedules reads; default true); --no-lookahead = false
+  --background-load BOOL    everything resident: serve once the trunk is in memory and read
+                            the routed experts behind it (a request needing one not read yet
+                            reads it first; default true); --no-background-load = false
   --kernels NAME            force a kernel set: scalar, avx2, avx512
   --help                    this text
 
@@ -327,6 +336,11 @@ DaemonConfig parse_daemon_config(int argc, char** argv, bool* help) {
         }
         std::string name = a.substr(2), value;
         bool has_value = false;
+        // The switches `k3serve run` has, spelled the same way here.
+        if (name == "no-lookahead" || name == "no-background-load") {
+            find_setting(flag_to_key(name.substr(3)))->from_string(config, "false");
+            continue;
+        }
         if (auto eq = name.find('='); eq != std::string::npos) {
             value = name.substr(eq + 1);
             name = name.substr(0, eq);
@@ -404,6 +418,8 @@ json DaemonConfig::to_json() const {
         {"prompt_cache_dir_gb", memory.prompt_cache_dir_gb},
         {"trunk", memory.trunk_dir},
         {"prefill_mb", memory.prefill_mb},
+        {"lookahead", memory.lookahead},
+        {"background_load", memory.background_load},
         {"kernels", kernels},
     };
 }

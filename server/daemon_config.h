@@ -11,6 +11,13 @@
 
 namespace k3::server {
 
+// The engine's defaults, except that the daemon answers while the routed experts load.
+inline MemoryOptions serve_memory_defaults() {
+    MemoryOptions m;
+    m.background_load = true;
+    return m;
+}
+
 struct DaemonConfig {
     std::string model_dir;
     std::string model_alias;          // name in /v1/models and responses ("" = directory name)
@@ -41,7 +48,7 @@ struct DaemonConfig {
     std::string log_level = "info";
     bool web_ui = true;
     std::string web_dir;              // serve the UI from here instead of the embedded copy
-    MemoryOptions memory;
+    MemoryOptions memory = serve_memory_defaults();
     std::string kernels;
 
     // The engine's view of this config.

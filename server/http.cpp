@@ -294,7 +294,7 @@ struct HttpServer::Impl {
         server.Get("/v1/health", wrap([this](const auto&, auto& res) { health(res); }));
         server.Get("/metrics", wrap([this](const auto&, auto& res) {
                        res.set_content(state.metrics.render(state.queue.size(), state.queue.capacity(),
-                                                            state.phase.load() == Phase::Ready),
+                                                            state.phase.load() == Phase::Ready, state.weights_load()),
                                        "text/plain; version=0.0.4");
                    }));
         server.Get("/v1/status", wrap([this](const auto& req, auto& res) { status(req, res); }));
@@ -325,14 +325,30 @@ struct HttpServer::Impl {
 
     void health(httplib::Response& res) {
         switch (state.phase.load()) {
-            case Phase::Ready:
+            case Phase::Ready: {
                 if (std::string problem = state.liveness ? state.liveness->problem() : ""; !problem.empty()) {
                     bool model = problem.rfind("model", 0) == 0;
                     send_error(res, ApiError(503, "unavailable_error", model ? "model_unhealthy" : "worker_stuck", "", problem));
                     return;
                 }
+                // Serving while the routed experts load: ok, and how far they are. A piece that
+                // failed to load makes the model unhealthy (requests needing it fail).
+                const WeightsLoad w = state.weights_load();
+                if (w.failures > 0) {
+                    send_error(res, ApiError(503, "unavailable_error", "model_unhealthy", "",
+                                             "model weights failed to load: " + w.first_failure));
+                    return;
+                }
+                if (!w.complete()) {
+                    send_json(res, 200, {{"status", "ok"},
+                                         {"weights", "loading"},
+                                         {"weights_loaded_bytes", w.loaded_bytes},
+                                         {"weights_total_bytes", w.total_bytes}});
+                    return;
+                }
                 send_json(res, 200, {{"status", "ok"}});
                 return;
+            }
             case Phase::Loading:
                 send_error(res, loading_error(state.status()));
                 return;

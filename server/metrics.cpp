@@ -139,7 +139,7 @@ EngineStats Metrics::engine_stats() const {
     return engine_;
 }
 
-std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool ready) const {
+std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool ready, const WeightsLoad& weights) const {
     std::lock_guard lock(mutex_);
     std::string out;
     write_metric(out, "llamacpp:prompt_tokens_total", "counter", "Prompt tokens processed (including reused ones).",
@@ -154,6 +154,17 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:queue_depth", "gauge", "Requests waiting in the queue.", double(queue_depth));
     write_metric(out, "k3serve:queue_capacity", "gauge", "Queue capacity (--queue-depth).", double(queue_capacity));
     write_metric(out, "k3serve:ready", "gauge", "1 once the model is loaded and the daemon is serving.", ready ? 1 : 0);
+    write_metric(out, "k3serve:weights_loaded_bytes", "gauge",
+                 "Resident weights read so far; reaches k3serve:weights_total_bytes once every routed expert is "
+                 "in (the daemon serves while they load). 0 with a memory budget (weights read on demand).",
+                 double(weights.loaded_bytes));
+    write_metric(out, "k3serve:weights_total_bytes", "gauge", "Resident weights to read at start.",
+                 double(weights.total_bytes));
+    write_metric(out, "k3serve:weights_loading", "gauge", "1 while routed experts are still being read behind a serving daemon.",
+                 ready && !weights.complete() ? 1 : 0);
+    write_metric(out, "k3serve:weights_load_failures_total", "counter",
+                 "Pieces of the resident weights whose read failed (requests that need them fail; /health says so).",
+                 double(weights.failures));
     write_metric(out, "k3serve:prompt_tokens_cached_total", "counter",
                  "Prompt tokens reused (a slot's live state or the shared prompt cache) instead of recomputed.", double(cached_tokens_));
 

@@ -75,8 +75,9 @@ public:
     uint64_t requests(RequestOutcome outcome) const;
     EngineStats engine_stats() const;
 
-    // The whole exposition. queue_depth and queue_capacity come from the JobQueue.
-    std::string render(size_t queue_depth, size_t queue_capacity, bool ready) const;
+    // The whole exposition. queue_depth and queue_capacity come from the JobQueue, weights from
+    // Engine::weights_load().
+    std::string render(size_t queue_depth, size_t queue_capacity, bool ready, const WeightsLoad& weights = {}) const;
 
 private:
     mutable std::mutex mutex_;

@@ -175,6 +175,7 @@ int serve_main(int argc, char** argv) {
             notify_status("loading: " + line);
         });
         state.info = engine->info();
+        state.engine = engine.get();
         state.limits = model_limits(config, state.info);
         state.tokenizer = tokenizer.get();
     } catch (const Error& e) {
@@ -225,8 +226,33 @@ int serve_main(int argc, char** argv) {
     state.set_status("ready");
     notify_ready("serving " + state.limits.model_name + " on " + config.host + ":" + std::to_string(port));
     spdlog::info("ready: serving '{}' at http://{}:{}", state.limits.model_name, config.host, port);
+    std::thread load_watch;  // joined after shutdown is requested (it looks every 50 ms)
+    if (WeightsLoad w = engine->weights_load(); !w.complete()) {
+        spdlog::info("routed experts loading in the background ({:.2f} of {:.2f} GB read); requests are answered meanwhile",
+                     double(w.loaded_bytes) / 1e9, double(w.total_bytes) / 1e9);
+        // One line when they are all in (or the load failed), from a thread of its own.
+        load_watch = std::thread([&state, &shutdown] {
+            const auto t0 = Clock::now();
+            for (;;) {
+                if (shutdown.requested()) return;
+                WeightsLoad now = state.weights_load();
+                if (now.failures > 0) {
+                    spdlog::error("loading the routed experts failed: {} (requests that need them fail; restart the daemon)",
+                                  now.first_failure);
+                    return;
+                }
+                if (now.complete()) {
+                    spdlog::info("every routed expert is loaded ({:.2f} GB, {:.2f} s after ready)", double(now.total_bytes) / 1e9,
+                                 std::chrono::duration<double>(Clock::now() - t0).count());
+                    return;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+        });
+    }
 
     shutdown.wait();
+    if (load_watch.joinable()) load_watch.join();
 
     // Drain: refuse new work, let what is queued and running finish, then cancel the rest.
     state.phase = Phase::Draining;

@@ -34,6 +34,7 @@ struct ServerState {
 
     // Set before phase becomes Ready, read-only afterwards.
     const Tokenizer* tokenizer = nullptr;
+    const Engine* engine = nullptr;     // only for its thread-safe weights_load()
     ModelInfo info;
     ModelLimits limits;
 
@@ -44,6 +45,12 @@ struct ServerState {
     std::string status() const {
         std::lock_guard lock(mutex_);
         return status_;
+    }
+    // How far the weights are read (0 / 0 until loaded: the trunk is read before the phase is
+    // Ready; with background loading the experts go on loading after it).
+    WeightsLoad weights_load() const {
+        Phase p = phase.load();
+        return (p == Phase::Ready || p == Phase::Draining) && engine ? engine->weights_load() : WeightsLoad{};
     }
     std::atomic<uint64_t> next_job_id{1};
     std::atomic<int> open_streams{0};   // handlers still talking to a client (drain waits for 0)

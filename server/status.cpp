@@ -26,6 +26,8 @@ json progress_of(const std::string& status) {
     return nullptr;
 }
 
+bool loaded_phase(Phase p) { return p == Phase::Ready || p == Phase::Draining; }
+
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
 }  // namespace
@@ -50,6 +52,12 @@ json status_json(const ServerState& state, uint64_t since) {
                    {"compute_seconds", e.compute_seconds},
                    {"io_share", ratio(e.io_seconds, e.io_seconds + e.compute_seconds)},
                    {"pinned_layers", e.pinned_layers}};
+
+    const WeightsLoad w = state.weights_load();
+    j["weights"] = {{"loaded_bytes", w.loaded_bytes},
+                    {"total_bytes", w.total_bytes},
+                    {"loading", loaded_phase(phase) && !w.complete()},
+                    {"failures", w.failures}};
 
     // The model facts are written before the phase turns Ready: not read earlier.
     bool loaded = phase == Phase::Ready || phase == Phase::Draining;

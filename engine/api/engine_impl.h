@@ -24,6 +24,7 @@ public:
     int max_step_tokens() const override { return model_->act.max_tokens; }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
     uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
+    WeightsLoad weights_load() const override { return store_->weights_load(); }
 
     // forward_batch() plus the engine's counters; every Session evaluation goes through here.
     Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel);

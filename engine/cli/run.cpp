@@ -194,8 +194,9 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
                     (unsigned long long)total.expert_prefetch_hits, total.expert_wait_seconds, total.trunk_wait_seconds);
 }
 
-void write_report(const std::string& path, const ModelInfo& info, const Outcome& o, int code) {
+void write_report(const std::string& path, const ModelInfo& info, const Outcome& o, int code, double load_seconds) {
     nlohmann::json r;
+    r["load_seconds"] = load_seconds;  // Engine::load: open, read the weights, bind the model
     r["model"] = info.name;
     r["fingerprint"] = info.fingerprint;
     r["kernels"] = info.kernels;
@@ -234,7 +235,9 @@ int run(const Args& args) {
     opt.threads = args.threads;
     opt.kernels = args.kernels;
     opt.memory = args.memory;
+    const auto load_start = std::chrono::steady_clock::now();
     auto engine = Engine::load(opt, [](const std::string& s) { std::fprintf(stderr, "k3serve: %s\n", s.c_str()); });
+    const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const ModelInfo& info = engine->info();
     std::printf("%s\n", info.memory_plan.c_str());
 
@@ -317,7 +320,7 @@ int run(const Args& args) {
                      (unsigned long long)o.total.expert_read_failures);
         code = 4;
     }
-    if (!args.report.empty()) write_report(args.report, info, o, code);
+    if (!args.report.empty()) write_report(args.report, info, o, code, load_seconds);
     return code;
 }
 

@@ -10,7 +10,7 @@ std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const Mem
                                                io::MemoryPlan* plan) {
     const io::MemoryPlan p = io::make_memory_plan(io::footprint_of(ckpt), memory, io::read_mem_available());
     if (plan) *plan = p;
-    if (!p.streaming) return make_resident_store(ckpt);
+    if (!p.streaming) return make_resident_store(ckpt, memory.background_load);
     return make_streaming_store(ckpt, p);
 }
 

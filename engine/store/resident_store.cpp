@@ -3,17 +3,22 @@
 //
 // The load runs at the disk's sequential speed: the checkpoint is cut into a few large spans
 // (each layer's trunk run, and each stretch of that layer's experts that lie back to back in one
-// shard), every span is read with O_DIRECT into its own aligned buffer, and the read pool keeps
-// several 8 MiB pieces in flight (io/read_pool.h). The earlier loader issued one buffered pread
-// per expert: every byte was copied twice (disk -> page cache -> heap) and the copy plus the
-// page-cache bookkeeping made the load kernel-bound at about a quarter of the disk's speed.
+// shard), the shards are mapped and the span loader brings the spans' pages in, several 8 MiB
+// pieces in flight (store/span_loader.h: why mapped pages and not O_DIRECT into fresh memory).
+//
+// With background loading the store is handed out once the trunk runs are read; the experts'
+// spans go on loading behind it, and acquire_experts waits for the pieces holding the experts a
+// step asks for (they are read next). Until every piece is read the answer is the same bytes, so
+// the tokens are the same; a piece that failed fails every step that needs it (IoError).
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "io/file.h"
-#include "io/read_pool.h"
 #include "k3/error.h"
+#include "store/span_loader.h"
 #include "store/streaming_store.h"
 #include "store/weight_store.h"
 
@@ -21,33 +26,25 @@ namespace k3 {
 
 namespace {
 
-// One contiguous byte range of one shard, read into its own buffer.
-struct Span {
-    int shard = -1;
-    int64_t offset = 0;
-    int64_t nbytes = 0;
-    io::AlignedBuffer buf;
-    const uint8_t* payload = nullptr;  // where byte `offset` landed in buf
-};
-
 class ResidentStore final : public WeightStore {
 public:
-    explicit ResidentStore(const Checkpoint& ckpt) : n_experts_(ckpt.config.num_experts) {
+    ResidentStore(const Checkpoint& ckpt, bool background) : n_experts_(ckpt.config.num_experts) {
         const ModelConfig& c = ckpt.config;
-        std::vector<io::File> files;
-        for (const auto& shard : ckpt.directory.shards()) files.push_back(io::File::open(shard.path));
+        for (const auto& shard : ckpt.directory.shards()) files_.push_back(io::File::open(shard.path, /*try_direct=*/false));
         const int64_t stride = expert_bytes(c);
+        expert_stride_ = stride;
 
         // Spans: per layer its trunk run, then its experts in runs of neighbours.
+        std::vector<LoadSpan> spans;
         std::vector<int> layer_span(size_t(c.num_hidden_layers), -1);
-        std::vector<std::pair<int, int64_t>> expert_at(size_t(c.num_hidden_layers) * size_t(n_experts_), {-1, 0});
-        auto add_span = [&](int shard, int64_t offset, int64_t nbytes) {
-            spans_.push_back(Span{shard, offset, nbytes, {}, nullptr});
-            return int(spans_.size()) - 1;
+        expert_at_.assign(size_t(c.num_hidden_layers) * size_t(n_experts_), {-1, 0});
+        auto add_span = [&](int shard, int64_t offset, int64_t nbytes, bool first) {
+            spans.push_back(LoadSpan{&files_[size_t(shard)], offset, nbytes, first});
+            return int(spans.size()) - 1;
         };
         for (int il = 0; il < c.num_hidden_layers; ++il) {
             const ByteRun& r = ckpt.layer_runs[size_t(il)];
-            layer_span[size_t(il)] = add_span(r.shard, r.offset, r.nbytes);
+            layer_span[size_t(il)] = add_span(r.shard, r.offset, r.nbytes, /*first=*/true);
             if (c.is_dense(il)) continue;
             int open = -1;
             for (int ie = 0; ie < n_experts_; ++ie) {
@@ -57,38 +54,28 @@ public:
                                                            std::to_string(il) + " has a run of " +
                                                            std::to_string(e.nbytes) + " bytes, expected " +
                                                            std::to_string(stride));
-                const bool extends = open >= 0 && spans_[size_t(open)].shard == e.shard &&
-                                     spans_[size_t(open)].offset + spans_[size_t(open)].nbytes == e.offset;
-                if (extends) spans_[size_t(open)].nbytes += e.nbytes;
-                else open = add_span(e.shard, e.offset, e.nbytes);
-                expert_at[size_t(il) * n_experts_ + ie] = {open, e.offset - spans_[size_t(open)].offset};
+                const bool extends = open >= 0 && spans[size_t(open)].file == &files_[size_t(e.shard)] &&
+                                     spans[size_t(open)].offset + spans[size_t(open)].nbytes == e.offset;
+                if (extends) spans[size_t(open)].nbytes += e.nbytes;
+                else open = add_span(e.shard, e.offset, e.nbytes, /*first=*/false);
+                expert_at_[size_t(il) * n_experts_ + ie] = {open, e.offset - spans[size_t(open)].offset};
             }
         }
 
-        // One request per span; the pool splits each into pieces and keeps them in flight.
-        io::ReadPool pool(io::kReaderThreads);
-        std::vector<io::ReadRequest> requests;
-        for (auto& s : spans_) {
-            s.buf = io::AlignedBuffer(io::window_capacity(s.nbytes));
-            io::ReadRequest q;
-            q.file = &files[size_t(s.shard)];
-            q.offset = s.offset;
-            q.nbytes = s.nbytes;
-            q.buf = s.buf.data();
-            q.cap = s.buf.size();
-            Span* sp = &s;
-            q.done = [sp](const Status& st, const uint8_t* payload) {
-                if (st.ok()) sp->payload = payload;
-            };
-            requests.push_back(std::move(q));
-        }
-        Status st = pool.read_all(std::move(requests));
+        SpanLoader::Options options;
+        options.threads = io::kReaderThreads;
+        if (const char* hold = std::getenv("K3_TEST_HOLD_BACKGROUND_LOAD"); hold && background) options.hold_path = hold;
+        loader_ = std::make_unique<SpanLoader>(std::move(spans), std::move(options));
+
+        Status st = background ? loader_->wait_first() : loader_->wait_all();
         if (!st.ok()) throw Error(ErrorKind::Io, "loading the weights: " + st.message);
 
-        for (int il = 0; il < c.num_hidden_layers; ++il) layers_.push_back(spans_[size_t(layer_span[size_t(il)])].payload);
-        expert_ptr_.resize(expert_at.size(), nullptr);
-        for (size_t k = 0; k < expert_at.size(); ++k)
-            if (expert_at[k].first >= 0) expert_ptr_[k] = spans_[size_t(expert_at[k].first)].payload + expert_at[k].second;
+        for (int il = 0; il < c.num_hidden_layers; ++il) layers_.push_back(loader_->payload(layer_span[size_t(il)]));
+        expert_ptr_.resize(expert_at_.size(), nullptr);
+        for (size_t k = 0; k < expert_at_.size(); ++k)
+            if (expert_at_[k].first >= 0)
+                expert_ptr_[k] = loader_->payload(expert_at_[k].first) + expert_at_[k].second;
+        experts_loaded_ = loader_->complete();
     }
 
     Status acquire_layer(int il, const uint8_t** run) override {
@@ -99,6 +86,9 @@ public:
 
     Status acquire_experts(int il, std::span<const int32_t> experts, const uint8_t** out) override {
         const uint8_t* const* base = &expert_ptr_[size_t(il) * n_experts_];
+        if (!experts_loaded_) {
+            if (Status s = wait_for_experts(il, experts); !s.ok()) return s;
+        }
         for (size_t j = 0; j < experts.size(); ++j) out[j] = base[experts[j]];
         stats_.expert_requests += experts.size();
         stats_.expert_hits += experts.size();
@@ -106,20 +96,53 @@ public:
     }
     void release_experts(int) override {}
     int max_experts_per_acquire() const override { return n_experts_; }
-    WeightStoreStats stats() const override { return stats_; }
+    WeightStoreStats stats() const override {
+        WeightStoreStats s = stats_;
+        s.expert_read_failures += uint64_t(loader_->failures());
+        return s;
+    }
+    WeightsLoad weights_load() const override {
+        return {loader_->bytes_done(), loader_->bytes_total(), loader_->failures(), loader_->first_failure()};
+    }
 
 private:
+    // Background loading: the experts asked for that are not read yet are read next and waited
+    // for; a failed piece is this step's IoError.
+    Status wait_for_experts(int il, std::span<const int32_t> experts) {
+        if (loader_->complete()) {
+            experts_loaded_ = true;
+            return Status::Ok();
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        Status result = Status::Ok();
+        for (int32_t e : experts) {
+            const auto& at = expert_at_[size_t(il) * n_experts_ + size_t(e)];
+            if (Status s = loader_->wait_range(at.first, at.second, expert_stride_); !s.ok()) {
+                result = s;
+                break;
+            }
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        stats_.io_wait_seconds += waited;
+        stats_.expert_wait_seconds += waited;
+        return result;
+    }
+
     int n_experts_;
-    std::vector<Span> spans_;                 // the memory: every byte of trunk and experts
+    int64_t expert_stride_ = 0;
+    std::vector<io::File> files_;
+    std::unique_ptr<SpanLoader> loader_;      // the memory: every byte of trunk and experts
+    std::vector<std::pair<int, int64_t>> expert_at_;  // [n_layer * n_expert] (span, offset in it)
     std::vector<const uint8_t*> layers_;      // [n_layer] trunk runs as on disk
     std::vector<const uint8_t*> expert_ptr_;  // [n_layer * n_expert] (null for dense layers)
+    bool experts_loaded_ = false;             // every piece read: no more waiting
     WeightStoreStats stats_;
 };
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt) {
-    return std::make_unique<ResidentStore>(ckpt);
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background) {
+    return std::make_unique<ResidentStore>(ckpt, background);
 }
 
 }  // namespace k3

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "weights/checkpoint.h"
+#include "k3/engine.h"
 #include "k3/options.h"
 #include "k3/status.h"
 
@@ -71,10 +72,14 @@ public:
     virtual const uint8_t* peek_layer(int /*il*/) { return nullptr; }
 
     virtual WeightStoreStats stats() const = 0;
+    // How far the load has come (k3/engine.h); any thread may ask.
+    virtual WeightsLoad weights_load() const { return {}; }
 };
 
-// Everything read into memory once at load.
-std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt);
+// Everything read into memory once at load. With `background`, the store is returned once the
+// trunk runs are read and the routed experts go on loading on the store's reader threads; a step
+// that needs one not read yet reads it first (MemoryOptions::background_load).
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background = false);
 
 // Within a memory budget (io/memory_plan.h: make_memory_plan(footprint_of(ckpt), options,
 // read_mem_available())): pinned layers + read ring for the trunk, a budgeted expert cache,

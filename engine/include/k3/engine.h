@@ -69,6 +69,17 @@ struct EngineStats {
     int prompt_cache_disk_files = 0;
 };
 
+// How far the weights are read. With everything resident and background loading, Engine::load
+// returns once the trunk is in memory and the routed experts go on loading behind it: loaded
+// reaches total when they are all in. Stores that read on demand (a memory budget) report 0 / 0.
+struct WeightsLoad {
+    int64_t loaded_bytes = 0;
+    int64_t total_bytes = 0;
+    int64_t failures = 0;  // pieces whose read failed (a step needing one fails with its IoError)
+    std::string first_failure;  // the first one's message (file and offset)
+    bool complete() const { return loaded_bytes >= total_bytes; }
+};
+
 // One cached prompt state (Engine::prompt_cache_entries), most recently used first.
 struct PromptCacheEntry {
     int tokens = 0;          // prefix length it resumes at
@@ -147,6 +158,8 @@ public:
     // from any thread. The daemon's liveness check: a busy worker whose engine stops moving is
     // stuck. 0 for engines that do not count.
     virtual uint64_t progress() const { return 0; }
+    // How far the weights are read (WeightsLoad); safe to call from any thread.
+    virtual WeightsLoad weights_load() const { return {}; }
 };
 
 }  // namespace k3

@@ -17,6 +17,9 @@ struct MemoryOptions {
                                // most 256 tokens and 256 MB) without one
     bool lookahead = true;     // while layer L computes, read the experts layer L+1's router picks
                                // for L's input (streaming store; exact: it only schedules reads)
+    bool background_load = false;  // everything resident: Engine::load returns once the trunk is
+                               // read and the routed experts are read behind it; a step needing
+                               // one not read yet reads it first (store/background_load.h)
     double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
     std::string prompt_cache_dir; // the prompt cache's disk tier ("" = none)
     double prompt_cache_dir_gb = -1;  // its size on disk; < 0 = from the preset
