@@ -90,8 +90,13 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     double exposed_bytes = 0, exposed_sweep = 0;
     if (plan.streaming && plan.trunk.ring_bytes > 0) {
         std::vector<int64_t> alloc;
-        for (int64_t lb : m.layer_bytes) alloc.push_back(int64_t(io::window_capacity(lb)));
-        const io::RingWalk walk = io::simulate_ring_walk(streamed, alloc, plan.trunk.ring_bytes);
+        int64_t ring = plan.trunk.ring_bytes;
+        for (int il = 0; il < n; ++il) {
+            alloc.push_back(int64_t(io::window_capacity(m.layer_bytes[size_t(il)])));
+            // (a plan made from a checkpoint's runs holds them; these sizes may differ by a page)
+            if (streamed[size_t(il)]) ring = std::max(ring, io::align_up(alloc.back(), io::kRingAlign));
+        }
+        const io::RingWalk walk = io::simulate_ring_walk(streamed, alloc, ring);
         for (int il = 0; il < n; ++il) {
             if (!streamed[size_t(il)] || walk.overlapped[size_t(il)]) continue;
             p.waiting_layers++;

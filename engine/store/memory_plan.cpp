@@ -254,12 +254,15 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
             // Trunk first (a pinned byte saves a read every token), then the cache.
             trunk_budget = std::min(trunk_total, usable - min_cache);
             cache_budget = std::min(pool_bytes, usable - std::max<int64_t>(trunk_budget, 0));
-            if (trunk_budget <= 0 || cache_budget < min_cache)
+            // The trunk needs at least a read ring of its largest layer (plan_trunk).
+            const int64_t min_trunk = std::min(trunk_total, smallest_trunk_budget(model.layer_alloc_bytes));
+            if (trunk_budget < min_trunk || cache_budget < min_cache)
                 throw Error(ErrorKind::Usage, "--preset auto: MemAvailable is " + format_gb(mem_available) + "; after keeping " +
                                                   format_gb(reserve) + " for the rest of the engine there is " +
                                                   format_gb(std::max<int64_t>(usable, 0)) +
-                                                  " for weights, too little to run this model; free memory or give "
-                                                  "explicit --trunk-gb/--cache-gb");
+                                                  " for weights, too little to run this model (its trunk's read ring needs " +
+                                                  format_gb(min_trunk) + " and the expert cache " + format_gb(min_cache) +
+                                                  "); free memory or give explicit --trunk-gb/--cache-gb");
         } else {
             const PresetBudget* p = nullptr;
             for (const auto& q : kPresets)

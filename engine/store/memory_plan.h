@@ -42,7 +42,7 @@ struct TrunkPlan {
     // is released (their read does not overlap compute).
     int ring_min_ahead = 0, ring_max_ahead = 0, ring_waiting_layers = 0, streamed_layers = 0;
     int64_t total_bytes() const { return pinned_bytes + ring_bytes; }
-    std::string describe_ring() const;  // "ring 3.19 GB (reads 1-2 layers ahead; ...)"
+    std::string describe_ring() const;  // "ring 3.19 GB (reads up to 2 layers ahead; ...)"
 };
 
 // Chooses which layers to pin within `budget`; the rest of the budget is the read ring.

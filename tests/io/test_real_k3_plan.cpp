@@ -11,6 +11,7 @@
 #include "io/file.h"
 #include "store/memory_plan.h"
 #include "weights/config.h"
+#include "k3/error.h"
 
 using namespace k3;
 using namespace k3::io;
@@ -84,4 +85,11 @@ TEST_CASE("at 8 GB the real K3's trunk is a byte ring: layer 0 alone, two KDA la
     CHECK(serial.wait_seconds > proj.wait_seconds);
     CHECK(serial.seconds_per_token > proj.seconds_per_token);
     CHECK(serial.seconds_per_token < serial.trunk_seconds + serial.memory_seconds + serial.expert_seconds);
+}
+
+TEST_CASE("below about 7.2 GB auto says the real K3's read ring does not fit, and why") {
+    const cli::ModelSizes m = real_k3();
+    CHECK_NOTHROW(auto_plan(m, 7.5));
+    CHECK_THROWS_WITH_AS(auto_plan(m, 6), doctest::Contains("its trunk's read ring needs 2.34 GB"), Error);
+    CHECK_THROWS_WITH_AS(auto_plan(m, 6), doctest::Contains("--preset auto: MemAvailable is 6.00 GB"), Error);
 }

@@ -5,9 +5,11 @@
 // wait for the reader with wait_idle(), never for a time.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "store/ring_schedule.h"
@@ -64,8 +66,10 @@ struct FakeTrunk {
     }
 };
 
-// Every layer the ring shows (peek) is exact and no two of them share a byte.
-void check_live_layers(const TrunkRing& ring, const FakeTrunk& t) {
+// Every layer the ring shows (peek) is exact and no two of them share a byte. Waits for the
+// reader first: while it works, a layer seen by one peek may be replaced before the next.
+void check_live_layers(TrunkRing& ring, const FakeTrunk& t) {
+    ring.wait_idle();
     std::vector<std::pair<const uint8_t*, int64_t>> live;
     for (int il = 0; il < int(t.bytes.size()); ++il)
         if (const uint8_t* p = ring.peek(il)) {
@@ -100,9 +104,15 @@ TEST_CASE("layers come back exact over several walks, pinned layers skipped") {
         // Every streamed layer read once per walk (read-ahead may have started the 5th walk).
         CHECK(t.reads >= 4 * 5);
         CHECK(t.reads <= 4 * 5 + ring_units);
-        // Read in walk order, wrapping around.
+        // Read in walk order, wrapping around (the reader may still be reading ahead: copy under
+        // its lock).
+        std::vector<int> order;
+        {
+            std::lock_guard lock(t.mu);
+            order = t.order;
+        }
         const int walk[] = {0, 1, 3, 4, 6};
-        for (size_t i = 0; i < t.order.size(); ++i) CHECK(t.order[i] == walk[i % 5]);
+        for (size_t i = 0; i < order.size(); ++i) CHECK(order[i] == walk[i % 5]);
     }
 }
 
@@ -228,6 +238,40 @@ TEST_CASE("a read-ahead layer not yet consumed is never overwritten; the one in 
     ring.release(3);
     ring.release(2);
     ring.release(1);
+}
+
+TEST_CASE("random sizes, rings and jumps: every layer handed out is exact and no two live layers share a byte") {
+    std::mt19937 rng(13);
+    for (int trial = 0; trial < 20; ++trial) {
+        CAPTURE(trial);
+        FakeTrunk t;
+        const int n = 3 + int(rng() % 8);
+        std::vector<char> streamed(size_t(n), 1);
+        int64_t largest = 0;
+        for (int il = 0; il < n; ++il) {
+            t.bytes.push_back(int64_t(1 + rng() % 4) * kUnit - int64_t(rng() % 3) * 4096);
+            largest = std::max(largest, t.bytes.back());
+            if (rng() % 4 == 0) streamed[size_t(il)] = 0;  // pinned
+        }
+        streamed[0] = 1;
+        const int64_t ring_bytes = largest + int64_t(rng() % 5) * kUnit;
+        TrunkRing ring(streamed, t.bytes, ring_bytes, t.reader());
+        int il = 0;
+        for (int step = 0; step < 60; ++step) {
+            if (rng() % 10 == 0) il = int(rng() % unsigned(n));  // a jump (a new sequence mid-walk)
+            if (!streamed[size_t(il)]) {
+                il = (il + 1) % n;
+                continue;
+            }
+            const uint8_t* run = nullptr;
+            REQUIRE(ring.acquire(il, &run).ok());
+            if (step % 3 == 0) ring.wait_idle();
+            CHECK(is_layer(il, run, t.bytes[size_t(il)]));
+            check_live_layers(ring, t);
+            ring.release(il);
+            il = (il + 1) % n;
+        }
+    }
 }
 
 TEST_CASE("a failed read is returned to the acquirer and the next acquire reads again") {
