@@ -106,22 +106,20 @@ public:
     }
 
 private:
-    // Background loading: the experts asked for that are not read yet are read next and waited
-    // for; a failed piece is this step's IoError.
+    // Background loading: the experts asked for that are not read yet are read next, together,
+    // and waited for; a failed read is this step's IoError.
     Status wait_for_experts(int il, std::span<const int32_t> experts) {
         if (loader_->complete()) {
             experts_loaded_ = true;
             return Status::Ok();
         }
         const auto t0 = std::chrono::steady_clock::now();
-        Status result = Status::Ok();
+        std::vector<SpanLoader::Range> ranges;
         for (int32_t e : experts) {
             const auto& at = expert_at_[size_t(il) * n_experts_ + size_t(e)];
-            if (Status s = loader_->wait_range(at.first, at.second, expert_stride_); !s.ok()) {
-                result = s;
-                break;
-            }
+            ranges.push_back({at.first, at.second, expert_stride_});
         }
+        Status result = loader_->wait_ranges(ranges);
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         stats_.io_wait_seconds += waited;
         stats_.expert_wait_seconds += waited;

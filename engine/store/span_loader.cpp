@@ -80,7 +80,8 @@ SpanLoader::SpanLoader(std::vector<LoadSpan> spans, Options options)
             if (sb.span.first) n_first_pieces_ = p + 1;
         }
     }
-    for (int t = 0; t < std::max(1, options.threads); ++t) readers_.emplace_back([this] { reader(); });
+    readers_live_ = std::max(1, options.threads);
+    for (int t = 0; t < readers_live_; ++t) readers_.emplace_back([this] { reader(); });
 }
 
 SpanLoader::~SpanLoader() {
@@ -111,22 +112,41 @@ size_t SpanLoader::take_locked() {
 }
 
 void SpanLoader::reader() {
+    std::unique_lock lock(mu_);
     for (;;) {
-        size_t p = kNone;
-        {
-            std::unique_lock lock(mu_);
-            for (;;) {
-                if (stopping_) return;
-                p = take_locked();
-                if (p != kNone) break;
-                if (next_ >= pieces_.size()) return;  // nothing left to read
-                // Held by the test hook: look again now and then.
-                work_cv_.wait_for(lock, std::chrono::milliseconds(20));
-            }
-            pieces_[p].state.store(State::Reading, std::memory_order_relaxed);
+        if (stopping_) break;
+        // A step's ranges first. While any are being read, no new piece starts: the step gets
+        // the disk (a piece in flight is one 8 MiB read).
+        if (!urgent_.empty()) {
+            const auto [batch, j] = urgent_.front();
+            urgent_.pop_front();
+            ++urgent_in_flight_;
+            RangeJob& job = batch->jobs[j];
+            lock.unlock();
+            Status st = populate(*job.span, job.lo, job.len, job.required);
+            lock.lock();
+            job.result = std::move(st);
+            --batch->remaining;
+            --urgent_in_flight_;
+            done_cv_.notify_all();
+            if (urgent_in_flight_ == 0) work_cv_.notify_all();
+            continue;
         }
-        read_piece(p);
+        if (urgent_in_flight_ == 0) {
+            const size_t p = take_locked();
+            if (p != kNone) {
+                pieces_[p].state.store(State::Reading, std::memory_order_relaxed);
+                lock.unlock();
+                read_piece(p);
+                lock.lock();
+                continue;
+            }
+            if (next_ >= pieces_.size()) break;  // nothing left to read
+        }
+        // Held by the test hook, or a step's reads in flight: look again when told, or soon.
+        work_cv_.wait_for(lock, std::chrono::milliseconds(20));
     }
+    --readers_live_;
 }
 
 // Brings [lo, lo + len) of the span's file into the page cache and maps it. The first `required`
@@ -175,28 +195,52 @@ std::string SpanLoader::first_failure() const {
     return first_failure_;
 }
 
-Status SpanLoader::wait_range(int i, int64_t at, int64_t n) {
-    const SpanBuf& sb = spans_[size_t(i)];
-    const int64_t begin = (sb.span.offset - sb.lo) + at;  // within the window
-    const size_t first = sb.first_piece + size_t(begin / piece_bytes_);
-    const size_t last = sb.first_piece + size_t((begin + std::max<int64_t>(n, 1) - 1) / piece_bytes_);
-    bool done = true;
-    for (size_t p = first; p <= last; ++p) {
-        const State st = pieces_[p].state.load(std::memory_order_acquire);
-        if (st == State::Failed) {
-            std::lock_guard lock(mu_);
-            return pieces_[p].failure;
+Status SpanLoader::wait_ranges(std::span<const Range> ranges) {
+    RangeBatch batch;
+    for (const Range& r : ranges) {
+        const SpanBuf& sb = spans_[size_t(r.span)];
+        const int64_t begin = (sb.span.offset - sb.lo) + r.at;  // within the window
+        const size_t first = sb.first_piece + size_t(begin / piece_bytes_);
+        const size_t last = sb.first_piece + size_t((begin + std::max<int64_t>(r.n, 1) - 1) / piece_bytes_);
+        bool done = true;
+        for (size_t p = first; p <= last; ++p) {
+            const State st = pieces_[p].state.load(std::memory_order_acquire);
+            if (st == State::Failed) {
+                std::lock_guard lock(mu_);
+                return pieces_[p].failure;
+            }
+            done = done && st == State::Done;
         }
-        done = done && st == State::Done;
+        if (done) continue;
+        // Not read yet: read exactly these bytes (a piece is several experts; the step needs
+        // one). The piece still comes in its turn, its pages then found in memory.
+        RangeJob job;
+        job.span = &sb;
+        job.lo = io::align_down(sb.span.offset + r.at, kPage);
+        job.len = io::align_up(sb.span.offset + r.at + r.n, kPage) - job.lo;
+        job.required = sb.span.offset + r.at + r.n - job.lo;
+        batch.jobs.push_back(job);
     }
-    if (done) return Status::Ok();
-    // Not read yet: read exactly these bytes now, on the caller's thread (a piece is several
-    // experts; the step needs one). The piece still comes in its turn, its pages found in memory.
-    const int64_t lo = io::align_down(sb.span.offset + at, kPage);
-    const int64_t hi = io::align_up(sb.span.offset + at + n, kPage);
-    Status s = populate(sb, lo, hi - lo, sb.span.offset + at + n - lo);
-    if (!s.ok()) note_failure(s);
-    return s;
+    if (batch.jobs.empty()) return Status::Ok();
+    {
+        std::unique_lock lock(mu_);
+        if (readers_live_ > 0) {
+            // On the readers, all at once (several reads in flight), ahead of any piece.
+            batch.remaining = batch.jobs.size();
+            for (size_t j = 0; j < batch.jobs.size(); ++j) urgent_.push_back({&batch, j});
+            work_cv_.notify_all();
+            done_cv_.wait(lock, [&] { return batch.remaining == 0; });
+        } else {
+            lock.unlock();  // the readers are gone (every piece taken): read here
+            for (RangeJob& job : batch.jobs) job.result = populate(*job.span, job.lo, job.len, job.required);
+        }
+    }
+    for (const RangeJob& job : batch.jobs)
+        if (!job.result.ok()) {
+            note_failure(job.result);
+            return job.result;
+        }
+    return Status::Ok();
 }
 
 void SpanLoader::note_failure(const Status& s) {

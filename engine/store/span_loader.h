@@ -16,9 +16,10 @@
 //
 // Each span's page-aligned window is cut into pieces (8 MiB); the pieces are read in order
 // (the spans marked `first` before the others, each group by file and offset, so the disk sees
-// long sequential runs), `threads` of them in flight. wait_range() reads a range whose pieces are
-// not read yet itself, on the caller's thread, exactly those bytes: a step that needs an expert
-// not read yet waits for that expert, not for its piece or the rest of the load. A failed piece
+// long sequential runs), `threads` of them in flight. wait_ranges() has the ranges a step needs
+// whose pieces are not read yet read next, exactly those bytes, all at once, and no piece starts
+// meanwhile: a step that needs an expert not read yet waits for that expert, not for its piece
+// or the rest of the load. A failed piece
 // stays failed: every wait that covers it returns the IoError (naming the file and offset);
 // nothing is retried silently.
 //
@@ -29,6 +30,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -65,10 +68,15 @@ public:
     // Where byte `offset` of span i lands; its bytes are there once a wait covering them is Ok.
     const uint8_t* payload(int i) const { return spans_[size_t(i)].payload; }
 
-    // Returns once bytes [at, at + n) of span i (at counted from the span's offset) are in memory,
-    // reading them on this thread when their pieces are not read yet. The IoError of a piece
-    // among them that failed, or of this read.
-    Status wait_range(int i, int64_t at, int64_t n);
+    // Returns once each range's bytes [at, at + n) of its span (at counted from the span's
+    // offset) are in memory. Ranges whose pieces are not read yet are read now, exactly those
+    // bytes, on the reader threads all at once and ahead of any piece. The first IoError: of a
+    // piece among them that failed, or of these reads.
+    struct Range {
+        int span = 0;
+        int64_t at = 0, n = 0;
+    };
+    Status wait_ranges(std::span<const Range> ranges);
     // Waits until every `first` span, or every span, is read: the first failure in piece order.
     Status wait_first() { return wait_pieces(0, n_first_pieces_); }
     Status wait_all() { return wait_pieces(0, pieces_.size()); }
@@ -96,6 +104,15 @@ private:
         const uint8_t* payload = nullptr;  // map->base + offset
         size_t first_piece = 0;
     };
+    struct RangeJob {
+        const SpanBuf* span = nullptr;
+        int64_t lo = 0, len = 0, required = 0;  // page-aligned, in the file
+        Status result;
+    };
+    struct RangeBatch {  // one wait_ranges call; guarded by mu_
+        std::vector<RangeJob> jobs;
+        size_t remaining = 0;
+    };
     struct Piece {
         int span = 0;
         int64_t part_lo = 0, part_len = 0, required = 0;  // within the span's window
@@ -105,7 +122,7 @@ private:
 
     void reader();
     bool held() const;
-    size_t take_locked();  // the next queued piece, or npos
+    size_t take_locked();  // the next queued piece (none while the hook holds), or npos
     void read_piece(size_t p);
     void note_failure(const Status& s);  // counted, kept if first, logged
     Status populate(const SpanBuf& sb, int64_t lo, int64_t len, int64_t required) const;
@@ -120,8 +137,11 @@ private:
     std::string hold_path_;
 
     mutable std::mutex mu_;
-    std::condition_variable work_cv_;  // readers: stop
-    std::condition_variable done_cv_;  // waiters: a piece finished
+    std::condition_variable work_cv_;  // readers: ranges to read, stop
+    std::deque<std::pair<RangeBatch*, size_t>> urgent_;  // ranges a step waits for
+    int urgent_in_flight_ = 0;
+    int readers_live_ = 0;
+    std::condition_variable done_cv_;  // waiters: a piece or a range finished
     std::string first_failure_;
     size_t next_ = 0;                  // next piece in reading order
     bool stopping_ = false;

@@ -249,7 +249,7 @@ ServeReady serve_ready(const std::string& bin, bool background) {
     const auto t0 = std::chrono::steady_clock::now();
     auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     try {
-        std::vector<std::string> args = {g_model, "--port", "0", "--log-level", "warn"};
+        std::vector<std::string> args = {g_model, "--port", "0"};  // info: DaemonProcess reads the port from the log
         if (!background) args.push_back("--no-background-load");
         k3::test::DaemonProcess d(args);
         auto c = d.client();
