@@ -82,7 +82,10 @@ public:
         *run = layers_[size_t(il)];
         return Status::Ok();
     }
-    void release_layer(int) override {}
+    void release_layer(int il) override {
+        // A forward pass is over: the background load may have the disk again.
+        if (!experts_loaded_ && il + 1 == int(layers_.size())) loader_->resume_pieces();
+    }
 
     Status acquire_experts(int il, std::span<const int32_t> experts, const uint8_t** out) override {
         const uint8_t* const* base = &expert_ptr_[size_t(il) * n_experts_];

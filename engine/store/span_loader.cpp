@@ -132,7 +132,7 @@ void SpanLoader::reader() {
             if (urgent_in_flight_ == 0) work_cv_.notify_all();
             continue;
         }
-        if (urgent_in_flight_ == 0) {
+        if (urgent_in_flight_ == 0 && std::chrono::steady_clock::now() >= pieces_paused_until_) {
             const size_t p = take_locked();
             if (p != kNone) {
                 pieces_[p].state.store(State::Reading, std::memory_order_relaxed);
@@ -228,6 +228,9 @@ Status SpanLoader::wait_ranges(std::span<const Range> ranges) {
             // On the readers, all at once (several reads in flight), ahead of any piece.
             batch.remaining = batch.jobs.size();
             for (size_t j = 0; j < batch.jobs.size(); ++j) urgent_.push_back({&batch, j});
+            // The step that waits now will likely wait again a layer later: keep the disk for it
+            // until it says its pass is over (resume_pieces), or a moment has passed.
+            pieces_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
             work_cv_.notify_all();
             done_cv_.wait(lock, [&] { return batch.remaining == 0; });
         } else {
@@ -241,6 +244,15 @@ Status SpanLoader::wait_ranges(std::span<const Range> ranges) {
             return job.result;
         }
     return Status::Ok();
+}
+
+void SpanLoader::resume_pieces() {
+    {
+        std::lock_guard lock(mu_);
+        if (pieces_paused_until_ == std::chrono::steady_clock::time_point{}) return;
+        pieces_paused_until_ = {};
+    }
+    work_cv_.notify_all();
 }
 
 void SpanLoader::note_failure(const Status& s) {

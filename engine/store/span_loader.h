@@ -28,6 +28,7 @@
 // experts are deterministically unread (the waits read what the steps need).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -77,6 +78,9 @@ public:
         int64_t at = 0, n = 0;
     };
     Status wait_ranges(std::span<const Range> ranges);
+    // After a wait_ranges that read something, no piece starts for 100 ms (the step will likely
+    // wait again at its next layer); the step's owner ends that pause early at the end of a pass.
+    void resume_pieces();
     // Waits until every `first` span, or every span, is read: the first failure in piece order.
     Status wait_first() { return wait_pieces(0, n_first_pieces_); }
     Status wait_all() { return wait_pieces(0, pieces_.size()); }
@@ -140,6 +144,7 @@ private:
     std::condition_variable work_cv_;  // readers: ranges to read, stop
     std::deque<std::pair<RangeBatch*, size_t>> urgent_;  // ranges a step waits for
     int urgent_in_flight_ = 0;
+    std::chrono::steady_clock::time_point pieces_paused_until_{};
     int readers_live_ = 0;
     std::condition_variable done_cv_;  // waiters: a piece or a range finished
     std::string first_failure_;
