@@ -10,6 +10,7 @@
 #include "kernels/kernel_sets.h"
 #include "io/file.h"
 #include "store/memory_plan.h"
+#include "store/shard_readahead.h"
 #include "model/state.h"
 #include "k3/error.h"
 
@@ -74,13 +75,22 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
         if (progress) progress(s);
     };
     say("opening checkpoint " + options.model_dir);
+    // Everything resident and read before serving: the shards' bytes start coming in now.
+    std::unique_ptr<ShardReadahead> readahead;
+    if (!io::wants_budget(options.memory) && !options.memory.background_load)
+        readahead = std::make_unique<ShardReadahead>(options.model_dir);
     ckpt_ = open_checkpoint(options.model_dir);
     const Kernels& k = choose_kernels(options.kernels);
     n_threads_ = options.threads > 0 ? options.threads : physical_cores();
     say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
     io::MemoryPlan plan;
     say("loading weights");
-    store_ = open_weight_store(ckpt_, options.memory, &plan);
+    // Everything resident: the store returns once the trunk is in and goes on reading the
+    // experts while the model is bound below; without background loading the load waits for
+    // them at the end (the binding's work overlaps the reads either way).
+    MemoryOptions store_memory = options.memory;
+    store_memory.background_load = true;
+    store_ = open_weight_store(ckpt_, store_memory, &plan);
     info_.memory_plan_bytes = plan.need_bytes;
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
     info_.fingerprint = checkpoint_fingerprint(ckpt_);
@@ -103,6 +113,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     info_.bos_token_id = c.bos_token_id;
     info_.eos_token_id = c.eos_token_id;
     info_.kv_bytes_per_position = kv_bytes_per_position(c);
+    if (!options.memory.background_load) {
+        if (Status st = store_->finish_load(); !st.ok()) throw Error(ErrorKind::Io, "loading the weights: " + st.message);
+    }
     say("ready: " + info_.shape);
 }
 

@@ -104,6 +104,11 @@ public:
         s.expert_read_failures += uint64_t(loader_->failures());
         return s;
     }
+    Status finish_load() override {
+        Status st = loader_->wait_all();
+        experts_loaded_ = st.ok();
+        return st;
+    }
     WeightsLoad weights_load() const override {
         return {loader_->bytes_done(), loader_->bytes_total(), loader_->failures(), loader_->first_failure()};
     }

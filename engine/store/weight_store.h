@@ -74,6 +74,8 @@ public:
     virtual WeightStoreStats stats() const = 0;
     // How far the load has come (k3/engine.h); any thread may ask.
     virtual WeightsLoad weights_load() const { return {}; }
+    // Waits until a background load has read everything: its first failure, or Ok.
+    virtual Status finish_load() { return Status::Ok(); }
 };
 
 // Everything read into memory once at load. With `background`, the store is returned once the
