@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "common/cut_experts.h"
+#include "common/background_load.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
 #include "k3/engine.h"
@@ -62,19 +62,6 @@ std::unique_ptr<Engine> load(const std::string& model, bool background) {
     return Engine::load(o);
 }
 
-// Holds the background reads while it exists (the hook file).
-struct Hold {
-    std::filesystem::path file = k3::test::process_scratch_root() / "hold-background-load";
-    Hold() {
-        std::ofstream(file).put('x');
-        setenv("K3_TEST_HOLD_BACKGROUND_LOAD", file.c_str(), 1);
-    }
-    void release() { std::filesystem::remove(file); }
-    ~Hold() {
-        release();
-        unsetenv("K3_TEST_HOLD_BACKGROUND_LOAD");
-    }
-};
 
 // Waits (bounded: a stuck load fails the test instead of hanging it) for the load to finish.
 bool wait_loaded(const Engine& engine) {
@@ -99,7 +86,7 @@ TEST_CASE("steps run while the experts load give the logits of a fully loaded en
             CHECK(w.complete());
             want = run(*eager);
         }
-        Hold hold;
+        k3::test::HoldBackgroundLoad hold;
         auto engine = load(model, true);
         const WeightsLoad at_ready = engine->weights_load();
         CHECK(at_ready.loaded_bytes < at_ready.total_bytes);  // only the trunk
@@ -126,7 +113,7 @@ TEST_CASE("an expert whose background read fails fails the step that needs it, n
     auto model = k3::test::process_scratch_root() / "io-background-truncated";
     std::filesystem::remove_all(model);
     std::filesystem::copy(k3::test::cached_model("tiny"), model);
-    Hold hold;
+    k3::test::HoldBackgroundLoad hold;
     auto engine = load(model.string(), true);
     // The trunk is in memory; the experts behind the first shard's last trunk run are not, and
     // now never can be.

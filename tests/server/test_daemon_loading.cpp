@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/cut_experts.h"
+#include "common/background_load.h"
 #include "common/daemon.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
@@ -30,18 +30,6 @@ double metric(const std::string& body, const std::string& name) {
     return std::stod(body.substr(at + key.size()));
 }
 
-struct Hold {
-    std::filesystem::path file = process_scratch_root() / "hold-daemon-load";
-    Hold() {
-        std::ofstream(file).put('x');
-        setenv("K3_TEST_HOLD_BACKGROUND_LOAD", file.c_str(), 1);
-    }
-    void release() { std::filesystem::remove(file); }
-    ~Hold() {
-        release();
-        unsetenv("K3_TEST_HOLD_BACKGROUND_LOAD");
-    }
-};
 
 const json kGreedy = {{"prompt", "The capital of France is"}, {"max_tokens", 12}, {"temperature", 0}};
 
@@ -73,7 +61,7 @@ TEST_CASE("serving while experts load: health and metrics say loading then ready
         CHECK(eager.wait_exit() == 0);
     }
 
-    Hold hold;
+    HoldBackgroundLoad hold;
     DaemonProcess d({model, "--port", "0", "--threads", "1"});
     auto c = d.client();
     auto health = c.Get("/health");
@@ -113,7 +101,7 @@ TEST_CASE("serving while experts load: a failed expert read is a 500 naming the 
     auto model = process_scratch_root() / "daemon-background-truncated";
     std::filesystem::remove_all(model);
     std::filesystem::copy(cached_model("tiny"), model);
-    Hold hold;
+    HoldBackgroundLoad hold;
     DaemonProcess d({model.string(), "--port", "0", "--threads", "1"});
     auto c = d.client();
     // Serving, the experts not read yet: now some of them cannot be.
