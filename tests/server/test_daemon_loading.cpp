@@ -3,7 +3,8 @@
 // so requests deterministically run while experts are unread. /health and /metrics say loading,
 // then ready; completions are identical before and after the load finishes and to a daemon that
 // read everything first (--no-background-load); a read that fails makes /health 503 and the
-// request that needed it a 500 naming the file.
+// request that needed it a 500 naming the file; a shard truncated in place (its mapped pages
+// gone) kills the daemon with a line naming the file.
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -137,4 +138,18 @@ TEST_CASE("serve takes --no-lookahead, --lookahead and background_load from the 
     CHECK(e.wait_exit() == 0);
     std::string bin = env_or_throw("K3SERVE_BIN");
     CHECK(WEXITSTATUS(std::system((bin + " serve " + model + " --lookahead maybe 2> /dev/null").c_str())) == 2);
+}
+
+TEST_CASE("a shard truncated in place under a resident daemon: it dies of SIGBUS naming the file") {
+    auto model = process_scratch_root() / "daemon-mapped-truncated";
+    std::filesystem::remove_all(model);
+    std::filesystem::copy(cached_model("tiny"), model);
+    DaemonProcess d({model.string(), "--port", "0", "--threads", "1", "--no-background-load"});
+    auto c = d.client();
+    // Every trunk page of the first shard is gone from under the mapping.
+    std::filesystem::resize_file(model / "model-00001-of-00002.safetensors", 4096);
+    auto r = c.Post("/v1/completions", kGreedy.dump(), "application/json");
+    CHECK_FALSE(r);  // the connection dies with the daemon
+    CHECK(d.wait_exit() == 128 + SIGBUS);
+    CHECK(d.log().find("model-00001-of-00002.safetensors changed on disk while mapped") != std::string::npos);
 }
