@@ -129,7 +129,8 @@ private:
     size_t take_locked();  // the next queued piece (none while the hook holds), or npos
     void read_piece(size_t p);
     void note_failure(const Status& s);  // counted, kept if first, logged
-    Status populate(const SpanBuf& sb, int64_t lo, int64_t len, int64_t required) const;
+    // `exact`: read only [lo, lo + len), not the readahead window around it.
+    Status populate(const SpanBuf& sb, int64_t lo, int64_t len, int64_t required, bool exact) const;
     Status wait_pieces(size_t begin, size_t end);
 
     std::vector<Mapping> maps_;
