@@ -178,6 +178,7 @@ const std::vector<Setting>& settings() {
         {"background_load",
          [](DaemonConfig& c, const std::string& s) { c.memory.background_load = parse_bool("background_load", s); },
          {}},
+        bool_setting("mlock", &DaemonConfig::mlock),
         string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
     };
     return table;
@@ -257,6 +258,10 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --background-load BOOL    everything resident: serve once the trunk is in memory and read
                             the routed experts behind it (a request needing one not read yet
                             reads it first; default true); --no-background-load = false
+  --mlock BOOL              keep the daemon's memory (resident weights, pinned layers, caches)
+                            from being paged out: pages are locked as they are touched, where
+                            RLIMIT_MEMLOCK is unlimited or the process has CAP_IPC_LOCK (else a
+                            warning; default true); --no-mlock = false
   --kernels NAME            force a kernel set: scalar, avx2, avx512
   --help                    this text
 
@@ -337,7 +342,7 @@ DaemonConfig parse_daemon_config(int argc, char** argv, bool* help) {
         std::string name = a.substr(2), value;
         bool has_value = false;
         // The switches `k3serve run` has, spelled the same way here.
-        if (name == "no-lookahead" || name == "no-background-load") {
+        if (name == "no-lookahead" || name == "no-background-load" || name == "no-mlock") {
             find_setting(flag_to_key(name.substr(3)))->from_string(config, "false");
             continue;
         }
@@ -420,6 +425,7 @@ json DaemonConfig::to_json() const {
         {"prefill_mb", memory.prefill_mb},
         {"lookahead", memory.lookahead},
         {"background_load", memory.background_load},
+        {"mlock", mlock},
         {"kernels", kernels},
     };
 }

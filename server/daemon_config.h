@@ -49,6 +49,7 @@ struct DaemonConfig {
     bool web_ui = true;
     std::string web_dir;              // serve the UI from here instead of the embedded copy
     MemoryOptions memory = serve_memory_defaults();
+    bool mlock = true;                // lock pages in RAM as they are touched, where allowed (memory_lock.h)
     std::string kernels;
 
     // The engine's view of this config.

@@ -77,6 +77,7 @@ ProcessMemory read_process_memory() {
         };
         if (line.rfind("VmRSS:", 0) == 0) m.rss_bytes = value_kb();
         if (line.rfind("VmHWM:", 0) == 0) m.peak_rss_bytes = value_kb();
+        if (line.rfind("VmLck:", 0) == 0) m.locked_bytes = value_kb();
     }
     return m;
 }
@@ -186,6 +187,9 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:resident_memory_bytes", "gauge", "Current resident set size.", double(mem.rss_bytes));
     write_metric(out, "k3serve:resident_memory_peak_bytes", "gauge", "Peak resident set size.",
                  double(mem.peak_rss_bytes));
+    write_metric(out, "k3serve:locked_memory_bytes", "gauge",
+                 "Memory locked in RAM (VmLck): with serve --mlock, every page touched; 0 when not locked.",
+                 double(mem.locked_bytes));
     return out;
 }
 

@@ -33,6 +33,7 @@ private:
 struct ProcessMemory {
     uint64_t rss_bytes = 0;
     uint64_t peak_rss_bytes = 0;
+    uint64_t locked_bytes = 0;  // VmLck: pages locked in RAM (serve --mlock)
 };
 ProcessMemory read_process_memory();
 

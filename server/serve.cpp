@@ -1,6 +1,7 @@
 // `k3serve serve`: start order, signals and shutdown of the daemon (house style 3.5, 3.6).
 //   1. parse the config (bad flag/config -> exit 2), set up logging;
-//   2. block SIGINT/SIGTERM in every thread and take them on one signal thread;
+//   2. block SIGINT/SIGTERM in every thread and take them on one signal thread; lock memory
+//      (--mlock);
 //   3. bind HTTP and serve at once: /health and the UI answer, everything else 503 "loading";
 //   4. load tokenizer and engine (STATUS= to systemd), start the engine worker, READY=1;
 //   5. first signal: stop taking jobs, drain for --drain-timeout-s, cancel the rest, exit 0;
@@ -23,6 +24,7 @@
 #include "http.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
+#include "memory_lock.h"
 #include "server_state.h"
 #include "systemd_notify.h"
 #include "worker.h"
@@ -145,6 +147,13 @@ int serve_main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead daemon
     ShutdownSignal shutdown;
     start_signal_thread(shutdown, signals);
+
+    // Before anything large is mapped or allocated: MCL_FUTURE covers what comes after.
+    if (config.mlock) {
+        const MemoryLock lock = lock_process_memory();
+        if (lock.locked) spdlog::info("{}", lock.detail);
+        else spdlog::warn("{}", lock.detail);
+    }
 
     ServerState state(config);
     state.start_time = (long long)std::time(nullptr);

@@ -65,6 +65,7 @@ json status_json(const ServerState& state, uint64_t since) {
     ProcessMemory mem = read_process_memory();
     j["memory"] = {{"rss_bytes", mem.rss_bytes},
                    {"peak_rss_bytes", mem.peak_rss_bytes},
+                   {"locked_bytes", mem.locked_bytes},
                    {"plan_bytes", loaded ? json(state.info.memory_plan_bytes) : json(nullptr)},
                    {"plan", loaded ? json(state.info.memory_plan) : json(nullptr)}};
 

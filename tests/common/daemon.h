@@ -23,6 +23,7 @@ public:
     DaemonProcess& operator=(const DaemonProcess&) = delete;
 
     int port() const { return port_; }
+    pid_t pid() const { return pid_; }
     // A client for 127.0.0.1:port with a 120 s read timeout.
     httplib::Client client() const;
     void signal(int sig);
