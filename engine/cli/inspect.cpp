@@ -159,7 +159,7 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
         const io::TrunkPlan t = io::plan_trunk(layer_bytes, std::max(budget, io::smallest_trunk_budget(layer_bytes)));
         r.pinned = t.n_pinned, r.ring = t.ring_bytes;
         r.resident = model_level + t.total_bytes() + min_cache;
-        r.read_per_token = trunk_runs - t.pinned_bytes + experts_per_token;
+        r.read_per_token = trunk_runs - t.pinned_bytes - t.ring_kept_bytes + experts_per_token;  // kept: read once
         return r;
     };
     std::vector<Row> rows;

@@ -13,7 +13,7 @@ namespace k3::cli {
 struct Disk {
     std::filesystem::path dir;
     int64_t free_bytes = -1;
-    double seq_gbps = 0;        // sequential large reads (the streamed trunk)
+    double seq_gbps = 0;        // sequential reads as the trunk ring issues them (8 MiB pieces, depth 8)
     double expert_gbps = 0;     // expert-sized random reads at depth 16 (the expert cache misses)
     bool direct = false;        // O_DIRECT accepted on this filesystem
     bool measured = false;

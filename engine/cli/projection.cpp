@@ -65,12 +65,31 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double expert = double(m.one_expert);
     const int n = int(m.layer_bytes.size());
     std::vector<char> streamed(size_t(n), 0);
-    double streamed_bytes = 0;
     for (int il = 0; il < n; ++il) {
         const bool pinned = !plan.streaming || (size_t(il) < plan.trunk.pinned.size() && plan.trunk.pinned[size_t(il)]);
         streamed[size_t(il)] = !pinned;
-        if (!pinned) streamed_bytes += double(m.layer_bytes[size_t(il)]);
     }
+    // What the ring does over a steady walk (ring_schedule.h): which streamed layers are read
+    // again every token (a layer that never has to give its bytes away stays in the ring and is
+    // read once), and which reads start only when the layer before them is released.
+    io::RingWalk walk;
+    if (plan.streaming && plan.trunk.ring_bytes > 0) {
+        std::vector<int64_t> alloc;
+        int64_t ring = plan.trunk.ring_bytes;
+        for (int il = 0; il < n; ++il) {
+            alloc.push_back(int64_t(io::window_capacity(m.layer_bytes[size_t(il)])));
+            // (a plan made from a checkpoint's runs holds them; these sizes may differ by a page)
+            if (streamed[size_t(il)]) ring = std::max(ring, io::align_up(alloc.back(), io::kRingAlign));
+        }
+        walk = io::simulate_ring_walk(streamed, alloc, ring);
+    } else {
+        walk.overlapped.assign(size_t(n), 1);
+        walk.reread = streamed;
+    }
+    double streamed_bytes = 0;
+    for (int il = 0; il < n; ++il)
+        if (streamed[size_t(il)] && walk.reread[size_t(il)]) streamed_bytes += double(m.layer_bytes[size_t(il)]);
+    p.kept_layers = walk.kept_layers;
     const double streamed_read = streamed_bytes * b.compress_ratio;
     const double pool_slots = double(m.moe_layers) * N;
     // The layer being evaluated holds its own top-k slots; the rest of the cache serves hits.
@@ -84,26 +103,16 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     p.expert_seconds = double(p.expert_disk_bytes) / (b.expert_gbps * 1e9);
     p.memory_seconds = double(p.memory_bytes_per_token) / (b.mem_gbps * 1e9);
 
-    // Where the ring cannot hold a layer beside the one before it (ring_schedule.h's walk), that
-    // layer's read starts only when the one before is released: its read and the compute of the
-    // layer before it do not overlap anything.
+    // Where the ring cannot hold a layer beside the one before it, that layer's read starts only
+    // when the one before is released: its read and the compute of the layer before it do not
+    // overlap anything.
     double exposed_bytes = 0, exposed_sweep = 0;
-    if (plan.streaming && plan.trunk.ring_bytes > 0) {
-        std::vector<int64_t> alloc;
-        int64_t ring = plan.trunk.ring_bytes;
-        for (int il = 0; il < n; ++il) {
-            alloc.push_back(int64_t(io::window_capacity(m.layer_bytes[size_t(il)])));
-            // (a plan made from a checkpoint's runs holds them; these sizes may differ by a page)
-            if (streamed[size_t(il)]) ring = std::max(ring, io::align_up(alloc.back(), io::kRingAlign));
-        }
-        const io::RingWalk walk = io::simulate_ring_walk(streamed, alloc, ring);
-        for (int il = 0; il < n; ++il) {
-            if (!streamed[size_t(il)] || walk.overlapped[size_t(il)]) continue;
-            p.waiting_layers++;
-            exposed_bytes += double(m.layer_bytes[size_t(il)]) * b.compress_ratio;
-            const int before = (il + n - 1) % n;
-            exposed_sweep += double(m.layer_bytes[size_t(before)]) + (c.is_dense(before) ? 0.0 : K * expert);
-        }
+    for (int il = 0; il < n; ++il) {
+        if (!streamed[size_t(il)] || walk.overlapped[size_t(il)]) continue;
+        p.waiting_layers++;
+        exposed_bytes += double(m.layer_bytes[size_t(il)]) * b.compress_ratio;
+        const int before = (il + n - 1) % n;
+        exposed_sweep += double(m.layer_bytes[size_t(before)]) + (c.is_dense(before) ? 0.0 : K * expert);
     }
     const double exposed_read = exposed_bytes / (b.disk_gbps * 1e9);
     const double exposed_share = p.memory_bytes_per_token > 0 ? exposed_sweep / double(p.memory_bytes_per_token) : 0;

@@ -1,11 +1,12 @@
 // What one decoded token and one prefill chunk cost under a memory plan, from the machine's
 // bandwidths: the one first-order model behind `k3serve doctor`'s table and `k3serve plan`'s
 // projection (docs/performance.md, "Planning a budget", compares it with measured runs).
-// Streamed trunk layers and cache-missing experts come from the disk; everything a token
-// multiplies by is swept from memory; the trunk ring reads ahead while layers compute (except
-// where it cannot hold a layer beside the one before it: there read and compute add up), expert
-// reads are waited for. K3's router is near-flat (spec 5.1), so the expert cache's hit rate is
-// about the share of the pool it holds beyond the layer's own top-k.
+// Streamed trunk layers (those the ring reads again each token) and cache-missing experts come
+// from the disk; everything a token multiplies by is swept from memory; the trunk ring reads
+// ahead while layers compute (except where it cannot hold a layer beside the one before it:
+// there read and compute add up), expert reads are waited for. K3's router is near-flat (spec
+// 5.1), so the expert cache's hit rate is about the share of the pool it holds beyond the
+// layer's own top-k.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -53,6 +54,7 @@ struct Projection {
     double trunk_seconds = 0, expert_seconds = 0, memory_seconds = 0;
     double seconds_per_token = 0;
     int waiting_layers = 0;                   // streamed layers the ring cannot read ahead
+    int kept_layers = 0;                      // streamed layers that stay in the ring (read once, not per token)
     double wait_seconds = 0;                  // what that adds to a token (lost overlap)
     int prefill_chunk = 0;                    // tokens per prefill chunk
     int64_t chunk_expert_disk_bytes = 0;      // per chunk: the union of its tokens' experts, missed

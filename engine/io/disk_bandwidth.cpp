@@ -68,10 +68,13 @@ BandwidthResult measure_bandwidth(const std::vector<std::filesystem::path>& path
     std::string error;
     auto t0 = std::chrono::steady_clock::now();
     auto deadline = t0 + std::chrono::duration<double>(run.max_seconds);
+    const size_t slot = window_capacity(run.block_bytes);
+    const size_t arena_slots = run.arena_bytes > 0 ? std::max<size_t>(1, size_t(run.arena_bytes) / slot) : 0;
+    AlignedBuffer arena(arena_slots * slot);
     std::vector<std::thread> threads;
     for (int t = 0; t < std::max(1, run.depth); ++t)
         threads.emplace_back([&] {
-            AlignedBuffer buf(window_capacity(run.block_bytes));
+            AlignedBuffer own(arena_slots > 0 ? 0 : slot);
             for (;;) {
                 size_t i = next.fetch_add(1);
                 if (i >= pieces.size() || std::chrono::steady_clock::now() > deadline) return;
@@ -79,7 +82,8 @@ BandwidthResult measure_bandwidth(const std::vector<std::filesystem::path>& path
                 const File& f = files[size_t(p.file)];
                 int64_t lo = 0, len = 0;
                 f.window(p.offset, p.n, &lo, &len);
-                Status s = f.read_window_part(buf.data(), lo, len, p.offset + p.n - lo);
+                uint8_t* dst = arena_slots > 0 ? arena.data() + (i % arena_slots) * slot : own.data();
+                Status s = f.read_window_part(dst, lo, len, p.offset + p.n - lo);
                 if (!s.ok()) {
                     std::lock_guard lock(err_mu);
                     error = s.message;

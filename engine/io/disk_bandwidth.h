@@ -17,6 +17,9 @@ struct BandwidthRun {
     bool direct = true;
     int64_t max_bytes = int64_t(2) << 30;
     double max_seconds = 3.0;
+    // > 0: the reads land one after another in one arena of this many bytes (wrapping), as the
+    // trunk ring's reads do, instead of each thread reusing its own block-sized buffer.
+    int64_t arena_bytes = 0;
 };
 
 struct BandwidthResult {

@@ -86,6 +86,9 @@ TrunkPlan finish_plan(std::span<const int64_t> alloc, std::vector<char> pinned, 
     plan.ring_min_ahead = walk.min_ahead;
     plan.ring_max_ahead = walk.max_ahead;
     plan.ring_waiting_layers = walk.waiting_layers;
+    plan.ring_kept_layers = walk.kept_layers;
+    for (size_t il = 0; il < alloc.size(); ++il)
+        if (streamed[il] && !walk.reread[il]) plan.ring_kept_bytes += alloc[il];
     return plan;
 }
 
@@ -160,6 +163,9 @@ std::string TrunkPlan::describe_ring() const {
             s << "; " << ring_waiting_layers << " of " << streamed_layers
               << " streamed layers read only after the layer before it";
     }
+    if (ring_kept_layers > 0)
+        s << "; " << ring_kept_layers << " of " << streamed_layers << " streamed layer" << (streamed_layers == 1 ? "" : "s")
+          << " stay" << (ring_kept_layers == 1 ? "s" : "") << " in it, read once";
     s << ")";
     return s.str();
 }

@@ -39,8 +39,10 @@ struct TrunkPlan {
     int64_t ring_bytes = 0;        // the read ring (ring_schedule.h); 0 when every layer is pinned
     // What the ring does over a walk (simulate_ring_walk): layers held ahead of the one being
     // computed, and the streamed layers whose read cannot start before the layer before them
-    // is released (their read does not overlap compute).
-    int ring_min_ahead = 0, ring_max_ahead = 0, ring_waiting_layers = 0, streamed_layers = 0;
+    // is released (their read does not overlap compute), and the streamed layers that never
+    // give their bytes away, so stay in the ring and are read once, not every token.
+    int ring_min_ahead = 0, ring_max_ahead = 0, ring_waiting_layers = 0, ring_kept_layers = 0, streamed_layers = 0;
+    int64_t ring_kept_bytes = 0;   // allocation of the kept layers
     int64_t total_bytes() const { return pinned_bytes + ring_bytes; }
     std::string describe_ring() const;  // "ring 3.19 GB (reads up to 2 layers ahead; ...)"
 };

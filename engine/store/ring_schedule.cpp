@@ -132,12 +132,15 @@ RingWalk simulate_ring_walk(const std::vector<char>& streamed, std::span<const i
     RingWalk walk;
     const int n = int(streamed.size());
     walk.overlapped.assign(size_t(n), 0);
+    walk.reread.assign(size_t(n), 0);
     RingSchedule s(streamed, layer_bytes, ring_bytes);
     if (s.first_streamed() < 0) return walk;
     int cursor = s.first_streamed();
+    bool last = false;
     // The reader, with reads that take no time: everything space allows, in walk order.
     auto fill = [&] {
         while (auto r = s.next_read(cursor)) {
+            if (last) walk.reread[size_t(r->layer)] = 1;
             s.begin_read(*r);
             s.find(r->layer)->state = RingSchedule::State::Ready;
         }
@@ -145,7 +148,7 @@ RingWalk simulate_ring_walk(const std::vector<char>& streamed, std::span<const i
     bool counted = false;
     // Two walks settle the ring; the third is the steady state that is counted.
     for (int pass = 0; pass < 3; ++pass) {
-        const bool last = pass == 2;
+        last = pass == 2;
         for (int l = 0; l < n; ++l) {
             if (s.streamed(l)) {
                 cursor = l;
@@ -171,7 +174,10 @@ RingWalk simulate_ring_walk(const std::vector<char>& streamed, std::span<const i
         }
     }
     for (int il = 0; il < n; ++il)
-        if (streamed[size_t(il)] && !walk.overlapped[size_t(il)]) ++walk.waiting_layers;
+        if (streamed[size_t(il)]) {
+            walk.waiting_layers += !walk.overlapped[size_t(il)];
+            walk.kept_layers += !walk.reread[size_t(il)];
+        }
     return walk;
 }
 

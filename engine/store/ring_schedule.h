@@ -82,6 +82,10 @@ struct RingWalk {
     std::vector<char> overlapped;  // [n_layers] streamed layer whose read starts before the layer
                                    // before it in the walk is computed (its read overlaps compute)
     int waiting_layers = 0;        // streamed layers whose read does not (read after a release)
+    std::vector<char> reread;      // [n_layers] streamed layer read again in every walk; a layer
+                                   // that never has to give its bytes away stays in the ring
+                                   // from one walk to the next and is read only once
+    int kept_layers = 0;           // streamed layers that stay (not reread)
     int min_ahead = 0, max_ahead = 0;  // streamed layers held ahead of the one computed
 };
 RingWalk simulate_ring_walk(const std::vector<char>& streamed, std::span<const int64_t> layer_bytes, int64_t ring_bytes);

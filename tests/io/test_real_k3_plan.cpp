@@ -1,7 +1,8 @@
 // The memory plan and its projection for the real Kimi K3 config (tests/fixtures/config): a plan
 // at 8, 32, 128 and 256 GB (auto), each within its budget; at 8 GB the trunk is a byte ring that
 // holds layer 0 (2.34 GB) alone but two of the 1.27 GB KDA layers, and the projection charges
-// the reads it cannot overlap.
+// the reads it cannot overlap. And k3-slice (K3's layer sizes, 3 layers): a ring that keeps a
+// layer from one token to the next, which the projection does not charge again.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "cli/projection.h"
 #include "io/file.h"
 #include "store/memory_plan.h"
+#include "synthetic/model_presets.h"
 #include "weights/config.h"
 #include "k3/error.h"
 
@@ -92,4 +94,30 @@ TEST_CASE("below about 7.2 GB auto says the real K3's read ring does not fit, an
     CHECK_NOTHROW(auto_plan(m, 7.5));
     CHECK_THROWS_WITH_AS(auto_plan(m, 6), doctest::Contains("its trunk's read ring needs 2.34 GB"), Error);
     CHECK_THROWS_WITH_AS(auto_plan(m, 6), doctest::Contains("--preset auto: MemAvailable is 6.00 GB"), Error);
+}
+
+TEST_CASE("k3-slice at a 3.2 GB trunk: the ring keeps the MLA layer, and the projection reads only the other two") {
+    const ModelPreset* preset = find_preset("k3-slice");
+    REQUIRE(preset);
+    const cli::ModelSizes m = cli::sizes_of(preset->config, "k3-slice");
+    REQUIRE(m.layer_bytes.size() == 3);
+    MemoryOptions o;
+    o.trunk_gb = 3.2;
+    o.cache_gb = 0.3;
+    const MemoryPlan p = make_memory_plan(cli::footprint_of(m), o, int64_t(64e9));
+    REQUIRE(p.streaming);
+    CHECK(p.trunk.n_pinned == 0);
+    // Layer 0 (2.34 GB) and layer 2 (0.83 GB) fit side by side; layer 1 takes layer 0's bytes.
+    CHECK(p.trunk.ring_kept_layers == 1);
+    CHECK(p.trunk.ring_kept_bytes == int64_t(window_capacity(m.layer_bytes[2])));
+    CHECK(p.describe().find("1 of 3 streamed layers stays in it, read once") != std::string::npos);
+    const cli::Projection proj = cli::project(m, p, this_disk(), p.chunk_tokens);
+    CHECK(proj.kept_layers == 1);
+    CHECK(proj.trunk_disk_bytes == m.layer_bytes[0] + m.layer_bytes[1]);  // measured: 3.597 GB a token
+
+    // At the smallest ring (layer 0 alone) every layer is read every token.
+    o.trunk_gb = 2.35;
+    const MemoryPlan one = make_memory_plan(cli::footprint_of(m), o, int64_t(64e9));
+    CHECK(one.trunk.ring_kept_layers == 0);
+    CHECK(cli::project(m, one, this_disk(), one.chunk_tokens).trunk_disk_bytes == m.trunk());
 }

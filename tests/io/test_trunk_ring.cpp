@@ -308,3 +308,23 @@ TEST_CASE("the walk simulation says which reads cannot overlap compute") {
     w = simulate_ring_walk({1, 0, 1, 0}, units({1, 1, 1, 1}), kUnit);
     CHECK(w.waiting_layers == 0);
 }
+
+TEST_CASE("the walk simulation says which layers stay in the ring from one walk to the next") {
+    // k3-slice's shape (2.34, 1.26, 0.83 GB): the 8-unit ring holds layers 0 and 2 side by side
+    // and layer 1 in layer 0's bytes, so layer 2 never gives its bytes away and is read once.
+    RingWalk w = simulate_ring_walk(std::vector<char>(3, 1), units({6, 3, 2}), 8 * kUnit);
+    CHECK(w.reread[0]);
+    CHECK(w.reread[1]);
+    CHECK_FALSE(w.reread[2]);
+    CHECK(w.kept_layers == 1);
+    // Only the largest layer: every layer is read again every walk.
+    w = simulate_ring_walk(std::vector<char>(3, 1), units({6, 3, 2}), 6 * kUnit);
+    CHECK(w.kept_layers == 0);
+    for (int il = 0; il < 3; ++il) CHECK(w.reread[size_t(il)]);
+    // Room for every streamed layer: none is read again; pinned layers are never "reread".
+    w = simulate_ring_walk({1, 0, 1}, units({6, 3, 2}), 8 * kUnit);
+    CHECK(w.kept_layers == 2);
+    CHECK_FALSE(w.reread[0]);
+    CHECK_FALSE(w.reread[1]);
+    CHECK_FALSE(w.reread[2]);
+}
