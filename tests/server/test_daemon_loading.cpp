@@ -140,7 +140,9 @@ TEST_CASE("serve takes --no-lookahead, --lookahead and background_load from the 
     CHECK(WEXITSTATUS(std::system((bin + " serve " + model + " --lookahead maybe 2> /dev/null").c_str())) == 2);
 }
 
-TEST_CASE("a shard truncated in place under a resident daemon: it dies of SIGBUS naming the file") {
+// "tiny model:" keeps it out of the sanitizer pass (scripts/sanitize.sh): ASan takes the re-raised SIGBUS
+// itself and aborts, so the exit status there is SIGABRT's.
+TEST_CASE("tiny model: a shard truncated in place under a resident daemon: it dies of SIGBUS naming the file") {
     auto model = process_scratch_root() / "daemon-mapped-truncated";
     std::filesystem::remove_all(model);
     std::filesystem::copy(cached_model("tiny"), model);
