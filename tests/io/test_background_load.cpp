@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/background_load.h"
+#include "common/engine_outputs.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
 #include "k3/engine.h"
@@ -22,38 +23,12 @@ using namespace k3;
 
 namespace {
 
-struct Outputs {
-    std::vector<float> prefill;              // every prompt position's logits
-    std::vector<std::vector<float>> decode;  // each greedy step's logits
-};
+using k3::test::bit_identical;
+using Outputs = k3::test::EngineOutputs;
 
-std::vector<int32_t> prompt_for(int vocab) {
-    std::vector<int32_t> p;
-    for (int i = 0; i < 5; ++i) p.push_back(int32_t((i * 37 + 11) % vocab));
-    return p;
-}
+std::vector<int32_t> prompt_for(int vocab) { return k3::test::spread_prompt(vocab, 5); }
 
-Outputs run(Engine& engine) {
-    auto prompt = prompt_for(engine.info().n_vocab);
-    Outputs out;
-    {
-        auto s = engine.new_session(64);
-        REQUIRE(s->prefill_all_logits(prompt, out.prefill).ok());
-    }
-    auto s = engine.new_session(64);
-    CancelFlag cancel{false};
-    REQUIRE(s->sync(prompt, cancel).ok());
-    for (int step = 0; step < 3; ++step) {
-        auto l = s->logits();
-        out.decode.emplace_back(l.begin(), l.end());
-        REQUIRE(s->append(int32_t(std::max_element(l.begin(), l.end()) - l.begin()), cancel).ok());
-    }
-    return out;
-}
-
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+Outputs run(Engine& engine) { return k3::test::record_outputs(engine, prompt_for(engine.info().n_vocab), 3); }
 
 std::unique_ptr<Engine> load(const std::string& model, bool background) {
     EngineOptions o;
@@ -95,16 +70,16 @@ TEST_CASE("steps run while the experts load give the logits of a fully loaded en
         // the ones they needed read for them.
         const WeightsLoad after = engine->weights_load();
         CHECK(after.loaded_bytes < after.total_bytes);
-        CHECK(same(got.prefill, want.prefill));
+        CHECK(bit_identical(got.prefill, want.prefill));
         REQUIRE(got.decode.size() == want.decode.size());
-        for (size_t i = 0; i < want.decode.size(); ++i) CHECK(same(got.decode[i], want.decode[i]));
+        for (size_t i = 0; i < want.decode.size(); ++i) CHECK(bit_identical(got.decode[i], want.decode[i]));
 
         hold.release();
         REQUIRE(wait_loaded(*engine));
         CHECK(engine->weights_load().failures == 0);
         Outputs loaded = run(*engine);
-        CHECK(same(loaded.prefill, want.prefill));
-        for (size_t i = 0; i < want.decode.size(); ++i) CHECK(same(loaded.decode[i], want.decode[i]));
+        CHECK(bit_identical(loaded.prefill, want.prefill));
+        for (size_t i = 0; i < want.decode.size(); ++i) CHECK(bit_identical(loaded.decode[i], want.decode[i]));
         CHECK(engine->stats().expert_read_failures == 0);
     }
 }

@@ -19,6 +19,7 @@
 #include "io/file.h"
 #include "store/memory_plan.h"
 #include "store/trunk_pack.h"
+#include "common/engine_outputs.h"
 #include "common/model_cache.h"
 #include "common/process.h"
 #include "common/scratch.h"
@@ -41,21 +42,11 @@ std::filesystem::path fixture_model(const std::string& preset) { return k3::test
 
 double gb(int64_t bytes) { return double(bytes) / io::kGB; }
 
-struct Outputs {
-    std::vector<float> prefill;                 // every prompt position's logits
-    std::vector<std::vector<float>> decode;     // each greedy step's logits
-    std::vector<int32_t> tokens;
-};
+using k3::test::argmax;
+using k3::test::bit_identical;
+using Outputs = k3::test::EngineOutputs;
 
-std::vector<int32_t> prompt_for(int vocab) {
-    std::vector<int32_t> p;
-    for (int i = 0; i < 7; ++i) p.push_back(int32_t((i * 37 + 11) % vocab));
-    return p;
-}
-
-int32_t argmax(std::span<const float> v) {
-    return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
+std::vector<int32_t> prompt_for(int vocab) { return k3::test::spread_prompt(vocab, 7); }
 
 Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr,
                   int threads = 0) {
@@ -65,26 +56,7 @@ Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memor
     o.threads = threads;
     auto engine = Engine::load(o);
     if (plan) *plan = engine->info().memory_plan;
-    auto prompt = prompt_for(engine->info().n_vocab);
-    Outputs out;
-    {
-        auto s = engine->new_session(64);
-        REQUIRE(s->prefill_all_logits(prompt, out.prefill).ok());
-    }
-    auto s = engine->new_session(64);
-    CancelFlag cancel{false};
-    REQUIRE(s->sync(prompt, cancel).ok());
-    for (int step = 0; step < 4; ++step) {
-        auto l = s->logits();
-        out.decode.emplace_back(l.begin(), l.end());
-        out.tokens.push_back(argmax(l));
-        REQUIRE(s->append(out.tokens.back(), cancel).ok());
-    }
-    return out;
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    return k3::test::record_outputs(*engine, prompt_for(engine->info().n_vocab), 4);
 }
 
 struct Budgets {
