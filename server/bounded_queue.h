@@ -1,8 +1,8 @@
-// The one bounded queue of the server: a deque behind one mutex and two condition variables
-// (house style 3.6). Two users: the JobQueue from the HTTP threads to the engine worker (a full
-// queue is an answer, 503 + Retry-After, so its pushes do not wait), and each job's JobChannel
-// from the worker back to its HTTP thread (the worker waits a bounded time for room, then
-// treats the client as too slow). Closing refuses new items; what is queued is still handed out.
+// A bounded queue: a deque behind one mutex and two condition variables (house style 3.6). The
+// JobQueue from the HTTP threads to the engine worker is one (a full queue is an answer, 503 +
+// Retry-After, so its pushes do not wait); the way back is a JobChannel (job_channel.h), which
+// is bounded by bytes and never waits. Closing refuses new items; what is queued is still
+// handed out.
 #pragma once
 #include <chrono>
 #include <condition_variable>

@@ -122,6 +122,7 @@ const std::vector<Setting>& settings() {
         double_setting("drain_timeout_s", &DaemonConfig::drain_timeout_s, 0, 1e5),
         double_setting("sse_ping_s", &DaemonConfig::sse_ping_s, 0.05, 3600),
         double_setting("slow_client_s", &DaemonConfig::slow_client_s, 0.1, 3600),
+        int_setting("client_buffer_kb", &DaemonConfig::client_buffer_kb, 16, 1 << 20),
         double_setting("stuck_after_s", &DaemonConfig::stuck_after_s, 0.1, 1e6),
         {"api_key",
          [](DaemonConfig& c, const std::string& s) { c.api_keys = split_keys(s); },
@@ -225,7 +226,9 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --deadline-s S            per-request deadline in seconds, 0 = none (default 600)
   --drain-timeout-s S       on SIGTERM, let requests finish this long, then cancel (default 30)
   --sse-ping-s S            SSE keep-alive comment interval while waiting (default 5)
-  --slow-client-s S         cancel a stream whose client stops reading this long (default 10)
+  --slow-client-s S         drop a connection whose client reads nothing this long (default 10)
+  --client-buffer-kb N      cancel a stream once this much of its output waits for its client;
+                            the engine never waits for a client (default 1024)
   --stuck-after-s S         a busy engine with no progress (per layer) this long is stuck: /health
                             answers 503 and systemd watchdog pings stop (default 120)
   --api-key K1[,K2]         require "Authorization: Bearer K" on the API (default: none)
@@ -403,6 +406,7 @@ json DaemonConfig::to_json() const {
         {"drain_timeout_s", drain_timeout_s},
         {"sse_ping_s", sse_ping_s},
         {"slow_client_s", slow_client_s},
+        {"client_buffer_kb", client_buffer_kb},
         {"stuck_after_s", stuck_after_s},
         {"api_keys", api_keys.size()},  // how many, never the keys
         {"metrics_auth", metrics_auth},

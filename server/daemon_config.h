@@ -36,6 +36,7 @@ struct DaemonConfig {
     double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
     double sse_ping_s = 5;            // SSE comment ping interval while waiting for tokens
     double slow_client_s = 10;        // a client that does not read this long is cancelled
+    int client_buffer_kb = 1024;      // a stream's output its client has not taken; past it, cancelled
     double stuck_after_s = 120;       // a busy worker with no engine progress this long is stuck
     std::vector<std::string> api_keys;
     bool metrics_auth = false;        // /metrics needs the API key too

@@ -256,6 +256,8 @@ struct HttpFront::Impl {
             if (fd < 0) return;
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (options.send_buffer_bytes > 0)
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &options.send_buffer_bytes, sizeof options.send_buffer_bytes);
             auto c = std::make_unique<Connection>(options.limits);
             c->fd = fd;
             peer_address(fd, false, c->remote_addr, c->remote_port);

@@ -41,6 +41,10 @@ struct FrontOptions {
     // must answer while a burst of generation requests holds every handler.
     std::vector<std::string> priority_paths;
     int max_connections = 1024;   // open connections; more are answered 503 and closed
+    // The kernel's send buffer per connection. Fixed (no autotuning, which grows it to 4 MiB):
+    // what a client that stops reading pins in the kernel, before the job's own budget
+    // (--client-buffer-kb) applies. 256 KiB streams tokens far faster than anyone reads them.
+    int send_buffer_bytes = 256 * 1024;
 };
 
 class HttpFront {

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "bounded_queue.h"
+#include "job_channel.h"
+#include "job_event.h"
 #include "job_outcome.h"
 #include "k3/chat.h"
 #include "k3/engine.h"
@@ -49,53 +50,11 @@ struct GenerationParams {
     std::shared_ptr<const Grammar> grammar;  // constrained output (response_format); null = free
 };
 
-struct TokenLogprob {
-    int32_t id = -1;
-    std::string text;                    // the token's bytes (may be a partial UTF-8 sequence)
-    float logprob = 0;
-    std::vector<std::pair<std::string, float>> top;  // most likely alternatives, best first
-};
-
-struct Usage {
-    int prompt_tokens = 0;
-    int completion_tokens = 0;
-    int cached_tokens = 0;               // prompt tokens reused from the worker's session
-    int reasoning_tokens = 0;
-};
-
-// One message from the worker to the HTTP thread that owns the job. Domain facts only: how
-// they look on the wire is the API layer's business.
-struct JobEvent {
-    enum class Kind { Delta, Done, Error };
-    Kind kind = Kind::Delta;
-    int choice = 0;                      // which of the request's n choices this is about
-    bool last_choice = true;             // Done: no choice follows (the job is over)
-    std::string content;                 // new response text (always whole UTF-8 characters)
-    std::string reasoning;               // new reasoning text (chat with thinking on)
-    std::vector<TokenLogprob> logprobs;  // one per token behind this delta, when asked for
-    std::vector<ToolCallDelta> tool_calls;  // pieces of the turn's tool calls, in order
-    // The tools channel turned out malformed: its raw text follows as content and the calls
-    // streamed so far are void (a whole response drops them).
-    bool tool_calls_malformed = false;
-    FinishReason finish_reason = FinishReason::Stop;  // Done
-    Usage usage;                         // Done (and Error, as far as it got)
-    JobFailure failure;                  // Error
-
-    // Nothing follows this event.
-    bool ends_job() const { return kind == Kind::Error || (kind == Kind::Done && last_choice); }
-    bool has_output() const { return !content.empty() || !reasoning.empty() || !logprobs.empty() || !tool_calls.empty() || tool_calls_malformed; }
-};
-
-// The worker's events for one job, back to the HTTP thread that reads them. The worker waits
-// a bounded time for room (Full: the client is too slow); once the reader has closed the
-// channel (client gone), pushes return Closed at once and the event is dropped.
-using JobChannel = BoundedQueue<JobEvent>;
-
 struct Job {
     uint64_t id = 0;
     std::vector<int32_t> prompt;
     GenerationParams params;
-    std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>(256);
+    std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};
     Clock::time_point enqueued_at = Clock::now();

@@ -103,6 +103,11 @@ void Metrics::count_tool_call_parse_failure() {
     ++tool_call_parse_failures_;
 }
 
+void Metrics::count_slow_client() {
+    std::lock_guard lock(mutex_);
+    ++slow_clients_;
+}
+
 void Metrics::add_generated_tokens(int n, double decode_seconds) {
     std::lock_guard lock(mutex_);
     generated_tokens_ += static_cast<uint64_t>(n);
@@ -178,6 +183,9 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:tool_call_parse_failures_total", "counter",
                  "Model outputs whose tool calls could not be parsed (returned as content instead).",
                  double(tool_call_parse_failures_));
+    write_metric(out, "k3serve:slow_client_cancellations_total", "counter",
+                 "Jobs cancelled because their client did not take their output (--client-buffer-kb).",
+                 double(slow_clients_));
     ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
     token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
 

@@ -66,6 +66,8 @@ public:
     void add_prompt_tokens(int prompt, int cached, double prefill_seconds);
     // The model's tools channel could not be parsed (it was returned as content).
     void count_tool_call_parse_failure();
+    // A job was cancelled because its client did not take its output (--client-buffer-kb).
+    void count_slow_client();
     void add_generated_tokens(int n, double decode_seconds);
     void observe_ttft(double seconds);
     void observe_token_latency(double seconds);
@@ -84,6 +86,7 @@ private:
     mutable std::mutex mutex_;
     std::map<RequestOutcome, uint64_t> requests_;
     uint64_t tool_call_parse_failures_ = 0;
+    uint64_t slow_clients_ = 0;
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, generated_seconds_ = 0;
     int processing_ = 0;

@@ -214,7 +214,7 @@ int serve_main(int argc, char** argv) {
     worker_options.parallel = config.parallel;
     worker_options.draft_max = config.draft_max;
     worker_options.board = &state.board;
-    worker_options.slow_client_timeout = std::chrono::milliseconds(long(config.slow_client_s * 1000));
+    worker_options.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
     worker_options.heartbeat = [&liveness] {
         if (liveness) liveness->beat();
     };

@@ -579,8 +579,16 @@ void EngineWorker::publish_board(bool force) {
 }
 
 bool EngineWorker::emit(Job& job, JobEvent event) {
-    // Closed: the reader is gone and the event is dropped; only a full channel is a slow client.
-    if (job.channel->push(std::move(event), options_.slow_client_timeout) != JobChannel::PushResult::Full) return true;
+    // Never waits (docs/operations.md, "A client that stops reading"). Closed: the reader is
+    // gone and the event is dropped; over the budget: this client is not taking its output, so
+    // its job alone is cancelled.
+    if (job.channel->push(std::move(event), options_.client_buffer_bytes) != JobChannel::PushResult::OverBudget)
+        return true;
+    if (job.cancel_reason.load() == CancelReason::None) {
+        metrics_.count_slow_client();
+        spdlog::warn("job {}: cancelled: its client took none of the last {} KiB of output (--client-buffer-kb)",
+                     job.id, options_.client_buffer_bytes / 1024);
+    }
     job.request_cancel(CancelReason::SlowClient);
     return false;
 }

@@ -34,7 +34,7 @@ struct WorkerOptions {
     int parallel = 1;                                        // jobs run at once (slots)
     int draft_max = 0;                                       // speculative drafts per step at most (0: off)
     SlotBoard* board = nullptr;                              // where /slots reads from (optional)
-    std::chrono::milliseconds slow_client_timeout{10000};   // full channel this long -> cancel job
+    size_t client_buffer_bytes = 1 << 20;                    // output a client has not taken -> cancel job
     std::function<void()> heartbeat;                         // called at least once a second (liveness)
     std::function<void(const std::string&)> on_io_error;     // an engine read failed while serving
     LiveFigures* live = nullptr;                             // per-token figures for /v1/status

@@ -50,7 +50,7 @@ public:
         state.tokenizer = &tokenizer;
         WorkerOptions wo;
         wo.n_ctx = state.limits.n_ctx;
-        wo.slow_client_timeout = std::chrono::milliseconds(2000);
+        wo.client_buffer_bytes = size_t(state.config.client_buffer_kb) * 1024;
         wo.live = &state.live;
         wo.on_io_error = [this](const std::string& why) {
             if (on_io_error) on_io_error(why);

@@ -81,15 +81,28 @@ TEST_CASE("JobQueue is bounded and refuses after close") {
     CHECK_FALSE(q.pop(std::chrono::milliseconds(1)).has_value());
 }
 
-TEST_CASE("JobChannel: a full channel times out instead of blocking the worker forever") {
-    JobChannel ch(1);
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Ok);
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(10)) == JobChannel::PushResult::Full);
-    CHECK(ch.pop_all(std::chrono::milliseconds(1)).size() == 1);
+TEST_CASE("JobChannel: never waits; past its byte budget a push is refused, the job's end is always taken") {
+    JobChannel ch;
+    JobEvent text;
+    text.content = std::string(1000, 'x');
+    const size_t one = event_bytes(text);
+    CHECK(one > 1000);
+    const size_t budget = 3 * one;
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::Ok);
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::Ok);
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::Ok);
+    CHECK(ch.buffered_bytes() == budget);
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::OverBudget);
+    JobEvent end;
+    end.kind = JobEvent::Kind::Error;
+    CHECK(ch.push(end, budget) == JobChannel::PushResult::Ok);  // the reader must learn the end
+    CHECK(ch.pop_all(std::chrono::milliseconds(1)).size() == 4);
+    CHECK(ch.buffered_bytes() == 0);
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::Ok);  // taken: room again
     ch.close();
-    // the reader left: each event is dropped at once, however full the channel is
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Closed);
-    CHECK(ch.push(JobEvent{}, std::chrono::milliseconds(1)) == JobChannel::PushResult::Closed);
+    // the reader left: each event is dropped at once
+    CHECK(ch.push(text, budget) == JobChannel::PushResult::Closed);
+    CHECK(ch.push(end, budget) == JobChannel::PushResult::Closed);
 }
 
 TEST_CASE("BoundedQueue: a push waiting for room gets it when the reader takes an item") {
