@@ -3,13 +3,13 @@
 functions. Reads a source tree (default: this checkout); to measure an older commit, extract it
 first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tmp/before
 
-  files per folder   .cpp/.h files in each folder of engine/ and server/
+  files per folder   .cpp/.h files in each folder of engine/, server/ and cli/
   include cycles     strongly connected components of the #include "..." graph, between files
                      and between folders (a folder cycle: two layers that include each other)
   largest functions  the longest function bodies in engine/ and server/ (lines, from universal-ctags)
 
 --check (ctest `floor_plan`): exits 1 when there is an include cycle, between files or between
-folders, or when a public header (engine/include, engine/cli/include) includes a private one.
+folders, or when a public header (engine/include, cli/include) includes a private one.
 """
 import collections
 import os
@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-SOURCE_DIRS = ["engine", "server"]
+SOURCE_DIRS = ["engine", "server", "cli"]
 
 
 def sources(root):
@@ -32,7 +32,7 @@ def sources(root):
 
 def resolve(root, including, name):
     """The file an #include "name" means: next to the includer, then the include roots."""
-    bases = [os.path.dirname(including), "engine", "engine/include", "engine/cli/include", "server"]
+    bases = [os.path.dirname(including), "engine", "engine/include", "cli/include", "server", "."]
     for b in bases:
         p = os.path.normpath(os.path.join(b, name))
         if os.path.isfile(os.path.join(root, p)):
@@ -107,7 +107,7 @@ def largest_functions(root, files, n):
 
 
 def is_public(f):
-    return f.startswith("engine/include/") or f.startswith("engine/cli/include/")
+    return f.startswith("engine/include/") or f.startswith("cli/include/")
 
 
 def main(argv):

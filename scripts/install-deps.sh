@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates curl
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev doctest-dev
-  libpcre2-dev liburing-dev libsystemd-dev libbenchmark-dev libcurl4-openssl-dev libssl-dev
+  libpcre2-dev libsystemd-dev libbenchmark-dev libcurl4-openssl-dev libssl-dev
   python3 python3-numpy
   haproxy
   # The web UI's Markdown, sanitiser and code highlighter, embedded into the binary at build time.

@@ -20,7 +20,7 @@ BUILD = ROOT / "build"
 # name, file, original fragment, planted fragment, build targets, ctest -R selection
 MUTATIONS = [
     ("stop matcher: the last listed stop wins, not the earliest",
-     "server/stop_matcher.cpp",
+     "server/worker/stop_matcher.cpp",
      "for (const auto& s : stops_) first = std::min(first, held_.find(s));",
      "for (const auto& s : stops_) if (held_.find(s) != std::string::npos) first = held_.find(s);",
      ["tests_server"], r"^server: "),
@@ -28,12 +28,12 @@ MUTATIONS = [
      "engine/sampling/sampler.cpp",
      "return a.first != b.first ? a.first > b.first : a.second < b.second;",
      "return a.first != b.first ? a.first > b.first : a.second > b.second;",
-     ["tests_tokenizer", "tests_server"], r"^(tokenizer|server): "),
+     ["tests_sampling", "tests_server"], r"^(sampling|server): "),
     ("forward: the cancel flag is honoured only before layer 0",
      "engine/model/model.cpp",
      "if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, \"cancelled\"};",
      "if (il == 0 && cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, \"cancelled\"};",
-     ["tests_model"], r"^model: "),
+     ["tests_model", "tests_api"], r"^(model|api): "),
     ("MLA: attention scale over the nope width only",
      "engine/model/mla.cpp",
      "const float scale = 1.0f / std::sqrt(float(QK));",
@@ -43,7 +43,7 @@ MUTATIONS = [
      "engine/store/memory_plan.cpp",
      "kAutoReserveFraction * avail_gb) + model.resident_bytes;",
      "kAutoReserveFraction * avail_gb);",
-     ["tests_io"], r"^io: "),
+     ["tests_store"], r"^store: "),
 ]
 
 

@@ -2,7 +2,7 @@
 # at run time and without anything fetched from the network. Writes two files:
 #   web_assets.S  one `.incbin` per file (the assembler copies the bytes: fast even for the
 #                 1 MB highlight.js, where a hex initialiser would take the compiler seconds)
-#   web_assets.h  the table http.cpp looks names up in
+#   web_assets.h  the table routes.cpp looks names up in
 # Run by the build:
 #   cmake -DMANIFEST=<file> -DOUT_DIR=<dir> -P embed_web.cmake
 # The manifest (written by server/CMakeLists.txt) has one line per served file:

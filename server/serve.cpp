@@ -20,14 +20,14 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon_config.h"
-#include "http.h"
+#include "ops/daemon_config.h"
+#include "routes.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
-#include "memory_lock.h"
+#include "ops/memory_lock.h"
 #include "server_state.h"
-#include "systemd_notify.h"
-#include "worker.h"
+#include "ops/systemd_notify.h"
+#include "worker/worker.h"
 
 namespace k3::server {
 
@@ -159,7 +159,7 @@ int serve_main(int argc, char** argv) {
     state.start_time = (long long)std::time(nullptr);
     spdlog::info("k3serve {} serve: effective config {}", K3_VERSION, dump(config.to_json()));
 
-    HttpServer http(state);
+    Router http(state);
     int port = 0;
     try {
         port = http.bind(config.host, config.port);

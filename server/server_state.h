@@ -1,21 +1,21 @@
 // What the HTTP threads share: settings, metrics, the job queue, the daemon's phase and, once
 // loaded, the model facts and the tokenizer (immutable, so any thread may use it). Owned by
-// serve_main (or a test), outlives the HttpServer and the EngineWorker.
+// serve_main (or a test), outlives the Router and the EngineWorker.
 #pragma once
 #include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "daemon_config.h"
-#include "job_queue.h"
-#include "live_figures.h"
+#include "ops/daemon_config.h"
+#include "worker/job_queue.h"
+#include "worker/live_figures.h"
 #include "k3/engine.h"
 #include "k3/tokenizer.h"
-#include "liveness.h"
-#include "metrics.h"
-#include "openai.h"
-#include "slot_board.h"
+#include "ops/liveness.h"
+#include "ops/metrics.h"
+#include "openai/request.h"
+#include "ops/slot_board.h"
 
 namespace k3::server {
 

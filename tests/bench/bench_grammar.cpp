@@ -26,7 +26,7 @@
 #include "k3/grammar.h"
 #include "k3/sampler.h"
 #include "k3/tokenizer.h"
-#include "tokenizer_fixtures.h"
+#include "tokenizer/tokenizer_fixtures.h"
 
 namespace {
 

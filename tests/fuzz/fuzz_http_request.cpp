@@ -1,4 +1,4 @@
-// The HTTP request reader (server/http_request_parser.h) on arbitrary bytes, delivered in
+// The HTTP request reader (server/http/request_parser.h) on arbitrary bytes, delivered in
 // pieces of a size the input chooses: never reads past its caps, and a request it accepts obeys
 // them (body within the limit, header count within the limit).
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "fuzz_common.h"
-#include "http_request_parser.h"
+#include "http/request_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;

@@ -1,4 +1,4 @@
-// The OpenAI request validator (server/openai.h) on arbitrary request bodies, against a real
+// The OpenAI request validator (server/openai/request.h) on arbitrary request bodies, against a real
 // tokenizer: every input is a valid job or an ApiError (a 4xx the client can act on). Anything
 // else escaping (a JSON type_error, a std::out_of_range...) would have been a 500 and is a
 // finding: libFuzzer reports the uncaught exception as a crash.
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "json_body.h"
-#include "openai.h"
+#include "openai/json_body.h"
+#include "openai/request.h"
 
 K3_FUZZ_INIT_TOKENIZER
 

@@ -1,4 +1,4 @@
-// Stop strings across pieces (server/stop_matcher.h): the first input byte gives the number
+// Stop strings across pieces (server/worker/stop_matcher.h): the first input byte gives the number
 // of stop strings, then stops and text pieces separated by 0xff. Without a stop, everything
 // comes out exactly once; with one, what came out is the text before the earliest stop.
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "stop_matcher.h"
+#include "worker/stop_matcher.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;

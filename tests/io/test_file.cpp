@@ -12,7 +12,7 @@
 
 #include "io/file.h"
 #include "io/read_pool.h"
-#include "io_test_util.h"
+#include "io/io_test_util.h"
 #include "k3/error.h"
 
 using namespace k3;

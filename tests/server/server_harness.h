@@ -1,4 +1,4 @@
-// A complete daemon in-process for tests: real ServerState, EngineWorker and HttpServer on
+// A complete daemon in-process for tests: real ServerState, EngineWorker and Router on
 // 127.0.0.1 (any free port) over a FakeEngine and FakeTokenizer, plus small client helpers
 // (httplib client, SSE parsing, a raw socket for disconnect tests).
 #pragma once
@@ -14,9 +14,9 @@
 
 #include "common/wait.h"
 #include "fake_engine.h"
-#include "http.h"
+#include "routes.h"
 #include "server_state.h"
-#include "worker.h"
+#include "worker/worker.h"
 
 namespace k3::test {
 
@@ -85,7 +85,7 @@ public:
     FakeTokenizer tokenizer;
     FakeEngine engine;
     std::unique_ptr<EngineWorker> worker;
-    HttpServer http;
+    Router http;
     int port = 0;
 };
 

@@ -12,14 +12,14 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
-#include "daemon_config.h"
+#include "ops/daemon_config.h"
 #include "fake_engine.h"
-#include "json_body.h"
+#include "openai/json_body.h"
 #include "k3/error.h"
-#include "metrics.h"
-#include "prompt_lookup.h"
-#include "stop_matcher.h"
-#include "worker.h"
+#include "ops/metrics.h"
+#include "worker/prompt_lookup.h"
+#include "worker/stop_matcher.h"
+#include "worker/worker.h"
 
 using namespace k3;
 using namespace k3::server;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "stop_matcher.h"
+#include "worker/stop_matcher.h"
 
 using k3::server::StopMatcher;
 

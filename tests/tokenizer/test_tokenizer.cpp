@@ -10,7 +10,7 @@
 #include <set>
 
 #include "tokenizer/utf8.h"
-#include "tokenizer_fixtures.h"
+#include "tokenizer/tokenizer_fixtures.h"
 #include "k3/error.h"
 
 using namespace k3;

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "tokenizer/rank_table.h"
-#include "tokenizer_fixtures.h"
+#include "tokenizer/tokenizer_fixtures.h"
 
 using namespace k3;
 using namespace k3::test;

@@ -1,0 +1,627 @@
+#include "http/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace k3::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point after(double seconds) {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+const char* reason_phrase(int status) {
+    switch (status) {
+        case 100: return "Continue";
+        case 200: return "OK";
+        case 204: return "No Content";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 413: return "Content Too Large";
+        case 414: return "URI Too Long";
+        case 415: return "Unsupported Media Type";
+        case 417: return "Expectation Failed";
+        case 431: return "Request Header Fields Too Large";
+        case 499: return "Client Closed Request";
+        case 500: return "Internal Server Error";
+        case 501: return "Not Implemented";
+        case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
+        case 505: return "HTTP Version Not Supported";
+        default: return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+std::string percent_decode(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+            out.push_back(char(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2])));
+            i += 2;
+        } else {
+            out.push_back(s[i] == '+' ? ' ' : s[i]);
+        }
+    }
+    return out;
+}
+
+void parse_query(const std::string& query, httplib::Params& params) {
+    size_t pos = 0;
+    while (pos < query.size()) {
+        size_t amp = query.find('&', pos);
+        if (amp == std::string::npos) amp = query.size();
+        std::string pair = query.substr(pos, amp - pos);
+        size_t eq = pair.find('=');
+        if (!pair.empty())
+            params.emplace(percent_decode(pair.substr(0, eq)), eq == std::string::npos ? "" : percent_decode(pair.substr(eq + 1)));
+        pos = amp + 1;
+    }
+}
+
+void peer_address(int fd, bool local, std::string& addr, int& port) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int rc = local ? getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                   : getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (rc != 0) return;
+    char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+    if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+        addr = host;
+        port = std::atoi(serv);
+    }
+}
+
+// Writes all of `data`, waiting at most `timeout_s` for the client to make room each time.
+bool write_all(int fd, const char* data, size_t size, double timeout_s) {
+    while (size > 0) {
+        ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            data += n;
+            size -= size_t(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            pollfd p{fd, POLLOUT, 0};
+            int rc = ::poll(&p, 1, int(timeout_s * 1000));
+            if (rc <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
+            continue;
+        }
+        return false;
+    }
+    return true;
+}
+
+thread_local CurrentConnection* t_current = nullptr;
+
+}  // namespace
+
+CurrentConnection* current_connection() { return t_current; }
+
+// One client connection. Owned by the loop while it is read, by one handler thread while its
+// request is answered.
+struct Connection {
+    int fd = -1;
+    std::string remote_addr, local_addr;
+    int remote_port = -1, local_port = -1;
+    RequestParser parser;
+    std::string input;                 // received, not yet parsed (pipelined bytes)
+    Clock::time_point deadline;
+    bool request_started = false;      // a byte of the current request has arrived
+    bool continue_sent = false;
+    bool lingering = false;            // answered with an error: reading and dropping until close
+    bool first_request = true;
+
+    explicit Connection(RequestLimits limits) : parser(limits) {}
+    ~Connection() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+struct HttpServer::Impl {
+    HttpServerOptions options;
+    struct Route {
+        std::string method, path;
+        bool prefix = false;
+        Handler handler;
+    };
+    std::vector<Route> routes;
+    HandlerWithResponse pre_routing, error_handler;
+    ExceptionHandler exception_handler;
+    Logger logger;
+
+    int listen_fd = -1;
+    int wake_pipe[2] = {-1, -1};
+    std::thread loop_thread;
+    std::atomic<bool> running{false};
+    std::atomic<int> open_connections{0};
+
+    // Handler threads and the requests waiting for one.
+    std::mutex mutex;
+    std::condition_variable work_cv;
+    std::deque<std::unique_ptr<Connection>> ready;      // complete requests
+    std::deque<std::unique_ptr<Connection>> returned;   // answered keep-alive connections
+    std::vector<std::thread> handlers;
+    int idle_handlers = 0;
+    bool stopping = false;
+
+    explicit Impl(HttpServerOptions o) : options(o) {}
+
+    void wake() {
+        char c = 1;
+        ssize_t ignored = ::write(wake_pipe[1], &c, 1);
+        (void)ignored;
+    }
+
+    // --- the event loop ----------------------------------------------------------------------
+
+    void loop() {
+        std::map<int, std::unique_ptr<Connection>> conns;  // read by the loop
+        std::vector<pollfd> fds;
+        while (running.load()) {
+            fds.clear();
+            fds.push_back({wake_pipe[0], POLLIN, 0});
+            fds.push_back({listen_fd, open_connections.load() < options.max_connections + 16 ? short(POLLIN) : short(0), 0});
+            auto next_deadline = after(1.0);
+            for (auto& [fd, c] : conns) {
+                fds.push_back({fd, POLLIN | POLLRDHUP, 0});
+                next_deadline = std::min(next_deadline, c->deadline);
+            }
+            int wait_ms = int(std::max<long long>(
+                0, std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - Clock::now()).count() + 1));
+            int rc = ::poll(fds.data(), fds.size(), wait_ms);
+            if (rc < 0 && errno != EINTR) break;
+            if (!running.load()) break;
+            if (fds[0].revents & POLLIN) {
+                char buf[256];
+                while (::read(wake_pipe[0], buf, sizeof buf) > 0) {
+                }
+            }
+            take_returned(conns);
+            if (fds[1].revents & POLLIN) accept_all(conns);
+            for (size_t i = 2; i < fds.size(); ++i) {
+                if (!fds[i].revents) continue;
+                auto it = conns.find(fds[i].fd);
+                if (it == conns.end()) continue;
+                bool open = read_some(*it->second);
+                // A client may half-close right after its request: answer what arrived first.
+                if (!advance(conns, it)) continue;
+                if (!open) close_connection(conns, it);
+            }
+            // Deadlines: an idle keep-alive connection is closed; a request that is still
+            // arriving is answered 408.
+            auto now = Clock::now();
+            for (auto it = conns.begin(); it != conns.end();) {
+                auto next = std::next(it);
+                Connection& c = *it->second;
+                if (now >= c.deadline) {
+                    if (c.request_started && !c.lingering) {
+                        bool in_head = !c.parser.head_complete();
+                        answer_from_loop(c, 408,
+                                         in_head ? "the request head did not arrive within " +
+                                                       std::to_string(int(options.head_timeout_s)) + " s"
+                                                 : "the request body did not arrive within " +
+                                                       std::to_string(int(options.body_timeout_s)) + " s");
+                    }
+                    close_connection(conns, it);
+                }
+                it = next;
+            }
+        }
+        conns.clear();
+        open_connections = 0;
+    }
+
+    void close_connection(std::map<int, std::unique_ptr<Connection>>& conns,
+                          std::map<int, std::unique_ptr<Connection>>::iterator it) {
+        conns.erase(it);
+        --open_connections;
+    }
+
+    void accept_all(std::map<int, std::unique_ptr<Connection>>& conns) {
+        for (;;) {
+            int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) return;
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (options.send_buffer_bytes > 0)
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &options.send_buffer_bytes, sizeof options.send_buffer_bytes);
+            auto c = std::make_unique<Connection>(options.limits);
+            c->fd = fd;
+            peer_address(fd, false, c->remote_addr, c->remote_port);
+            peer_address(fd, true, c->local_addr, c->local_port);
+            c->deadline = after(options.head_timeout_s);
+            ++open_connections;
+            if (open_connections.load() > options.max_connections) {
+                answer_from_loop(*c, 503, "too many open connections; retry shortly");
+                --open_connections;
+                continue;
+            }
+            conns.emplace(fd, std::move(c));
+        }
+    }
+
+    void take_returned(std::map<int, std::unique_ptr<Connection>>& conns) {
+        std::deque<std::unique_ptr<Connection>> back;
+        {
+            std::lock_guard lock(mutex);
+            back.swap(returned);
+        }
+        for (auto& c : back) {
+            c->parser.reset();
+            c->request_started = !c->input.empty();
+            c->continue_sent = false;
+            c->first_request = false;
+            c->deadline = c->request_started ? after(options.head_timeout_s) : after(options.keep_alive_s);
+            int fd = c->fd;
+            auto [it, inserted] = conns.emplace(fd, std::move(c));
+            // Pipelined bytes may already hold the next request.
+            if (inserted && !it->second->input.empty()) advance(conns, it);
+        }
+    }
+
+    // Reads what is there. False: the connection is finished (EOF before a complete request,
+    // an error, or the end of a lingering close).
+    bool read_some(Connection& c) {
+        char buf[64 * 1024];
+        for (int rounds = 0; rounds < 16; ++rounds) {
+            ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+            if (n > 0) {
+                if (c.lingering) continue;  // dropped
+                if (!c.request_started) {
+                    c.request_started = true;
+                    c.deadline = after(options.head_timeout_s);
+                }
+                c.input.append(buf, size_t(n));
+                // The parser consumes as it goes; never hold more than one read ahead.
+                if (c.input.size() >= sizeof buf) return true;
+                continue;
+            }
+            if (n == 0) return false;
+            if (errno == EINTR) continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK;
+        }
+        return true;
+    }
+
+    // Parses what has arrived; dispatches a complete request or answers a bad one. Returns
+    // false when the connection left `conns`.
+    bool advance(std::map<int, std::unique_ptr<Connection>>& conns, std::map<int, std::unique_ptr<Connection>>::iterator it) {
+        Connection& c = *it->second;
+        if (c.lingering) return true;
+        bool was_head = c.parser.head_complete();
+        size_t used = c.parser.feed(c.input);
+        c.input.erase(0, used);
+        switch (c.parser.state()) {
+            case RequestParser::State::Failed:
+                answer_from_loop(c, c.parser.error_status(), c.parser.error_message());
+                // Read and drop what the client is still sending for a moment, so that the
+                // answer is not lost to a reset, then close.
+                ::shutdown(c.fd, SHUT_WR);
+                c.lingering = true;
+                c.input.clear();
+                c.deadline = after(1.0);
+                return true;
+            case RequestParser::State::Body:
+                if (!was_head) {
+                    c.deadline = after(options.body_timeout_s);
+                    if (c.parser.request().expect_continue && !c.continue_sent && c.parser.request().version_minor == 1) {
+                        static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                        ssize_t ignored = ::send(c.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        (void)ignored;
+                        c.continue_sent = true;
+                    }
+                }
+                return true;
+            case RequestParser::State::Complete: {
+                auto owned = std::move(it->second);
+                conns.erase(it);
+                dispatch(std::move(owned));
+                return false;
+            }
+            case RequestParser::State::Head: return true;
+        }
+        return true;
+    }
+
+    // A short answer written by the loop itself (never blocks: the socket buffer is empty).
+    void answer_from_loop(Connection& c, int status, const std::string& message) {
+        Request req;
+        req.method = c.parser.request().method;
+        req.target = c.parser.request().target;
+        req.path = req.target.substr(0, req.target.find('?'));
+        req.remote_addr = c.remote_addr;
+        req.remote_port = c.remote_port;
+        Response res;
+        res.status = status;
+        res.reason = message;
+        if (status == 503) res.set_header("Retry-After", "2");
+        if (error_handler) error_handler(req, res);
+        if (res.body.empty()) res.set_content(message + "\n", "text/plain");
+        std::string head = response_head(res, req.method.empty() ? 1 : c.parser.request().version_minor, false,
+                                         res.body.size(), false);
+        std::string all = head + res.body;
+        ssize_t ignored = ::send(c.fd, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)ignored;
+        if (logger) logger(req, res);
+    }
+
+    // --- handler threads ---------------------------------------------------------------------
+
+    bool is_priority(const ParsedRequest& r) const {
+        if (r.method != "GET") return false;
+        std::string path = r.target.substr(0, r.target.find('?'));
+        return std::find(options.priority_paths.begin(), options.priority_paths.end(), path) != options.priority_paths.end();
+    }
+
+    void dispatch(std::unique_ptr<Connection> c) {
+        std::unique_lock lock(mutex);
+        // Requests in hand (being answered or waiting for a thread) against the budget; the
+        // priority paths have a reserve of 16 above it.
+        int in_hand = int(handlers.size()) - idle_handlers + int(ready.size());
+        int cap = options.max_handlers + (is_priority(c->parser.request()) ? 16 : 0);
+        if (in_hand >= cap) {
+            lock.unlock();
+            answer_from_loop(*c, 503, "the server is answering " + std::to_string(in_hand) +
+                                          " requests already; retry shortly");
+            --open_connections;
+            return;
+        }
+        if (idle_handlers <= int(ready.size())) handlers.emplace_back([this] { handler_loop(); });
+        ready.push_back(std::move(c));
+        work_cv.notify_one();
+    }
+
+    void handler_loop() {
+        for (;;) {
+            std::unique_ptr<Connection> c;
+            {
+                std::unique_lock lock(mutex);
+                ++idle_handlers;
+                work_cv.wait(lock, [&] { return stopping || !ready.empty(); });
+                --idle_handlers;
+                if (ready.empty()) return;
+                c = std::move(ready.front());
+                ready.pop_front();
+            }
+            bool keep = answer(*c);
+            if (keep && running.load()) {
+                std::lock_guard lock(mutex);
+                returned.push_back(std::move(c));
+                wake();
+            } else {
+                c.reset();
+                --open_connections;
+            }
+        }
+    }
+
+    const Handler* find_route(const std::string& method, const std::string& path, std::string* allow) const {
+        for (const auto& r : routes) {
+            bool match = r.prefix ? path.rfind(r.path, 0) == 0 && path.size() > r.path.size() : path == r.path;
+            if (!match) continue;
+            if (r.method == method) return &r.handler;
+            if (allow->find(r.method) == std::string::npos) *allow += (allow->empty() ? "" : ", ") + r.method;
+        }
+        return nullptr;
+    }
+
+    // Runs the request and writes the answer. Returns whether the connection stays open.
+    bool answer(Connection& c) {
+        ParsedRequest& p = c.parser.request();
+        Request req;
+        req.method = p.method;
+        req.target = p.target;
+        size_t q = p.target.find('?');
+        req.path = p.target.substr(0, q);
+        if (q != std::string::npos) parse_query(p.target.substr(q + 1), req.params);
+        req.version = p.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+        for (auto& [k, v] : p.headers) req.headers.emplace(k, v);
+        req.body = std::move(p.body);
+        req.remote_addr = c.remote_addr;
+        req.remote_port = c.remote_port;
+        req.local_addr = c.local_addr;
+        req.local_port = c.local_port;
+
+        CurrentConnection current;
+        current.fd = c.fd;
+        current.remote_port = c.remote_port;
+        current.http10 = p.version_minor == 0;
+        t_current = &current;
+
+        Response res;
+        res.version = req.version;
+        run_handlers(req, res);
+        if (res.status == -1) res.status = 200;
+        if (res.status >= 400 && res.body.empty() && !res.content_provider_ && error_handler) error_handler(req, res);
+        if (logger) logger(req, res);
+
+        bool keep = p.keep_alive && running.load();
+        bool ok = write_response(c, p.version_minor, req.method == "HEAD", res, keep);
+        t_current = nullptr;
+        return ok && keep;
+    }
+
+    void run_handlers(const Request& req, Response& res) {
+        try {
+            if (pre_routing && pre_routing(req, res) == HandlerResponse::Handled) return;
+            std::string allow;
+            const Handler* handler = find_route(req.method, req.path, &allow);
+            if (handler) {
+                res.status = 200;
+                (*handler)(req, res);
+            } else if (!allow.empty()) {
+                res.status = 405;
+                res.set_header("Allow", allow);
+            } else {
+                res.status = 404;
+            }
+        } catch (...) {
+            res = Response();
+            res.status = 500;
+            if (exception_handler) exception_handler(req, res, std::current_exception());
+        }
+    }
+
+    std::string response_head(const Response& res, int version_minor, bool chunked, size_t length, bool keep) {
+        std::string head = std::string(version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(res.status) + " " +
+                           reason_phrase(res.status) + "\r\n";
+        for (const auto& [k, v] : res.headers) {
+            // Values are ours, but never let a CR/LF split a header.
+            if (k.find_first_of("\r\n") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) continue;
+            head += k + ": " + v + "\r\n";
+        }
+        if (chunked) head += "Transfer-Encoding: chunked\r\n";
+        else if (length != size_t(-1)) head += "Content-Length: " + std::to_string(length) + "\r\n";
+        head += keep ? (version_minor == 0 ? "Connection: keep-alive\r\n" : "") : "Connection: close\r\n";
+        head += "\r\n";
+        return head;
+    }
+
+    bool write_response(Connection& c, int version_minor, bool head_only, Response& res, bool& keep) {
+        double timeout = options.write_timeout_s;
+        if (!res.content_provider_) {
+            std::string out = response_head(res, version_minor, false, res.body.size(), keep);
+            t_current->committed = true;
+            if (!head_only) out += res.body;
+            return write_all(c.fd, out.data(), out.size(), timeout);
+        }
+        // A streamed body: chunked for HTTP/1.1; an HTTP/1.0 client cannot decode chunks, so it
+        // gets the raw bytes and the end of the body is the end of the connection.
+        bool chunked = version_minor == 1;
+        if (!chunked) keep = false;
+        std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
+        t_current->committed = true;
+        bool ok = write_all(c.fd, head.data(), head.size(), timeout);
+        bool done = false;
+        size_t offset = 0;
+        httplib::DataSink sink;
+        sink.write = [&](const char* d, size_t n) {
+            if (!ok || n == 0) return ok;
+            if (chunked) {
+                char size_line[32];
+                int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", n);
+                ok = write_all(c.fd, size_line, size_t(len), timeout) && write_all(c.fd, d, n, timeout) &&
+                     write_all(c.fd, "\r\n", 2, timeout);
+            } else {
+                ok = write_all(c.fd, d, n, timeout);
+            }
+            offset += n;
+            return ok;
+        };
+        sink.done = [&] { done = true; };
+        sink.is_writable = [&] { return ok; };
+        while (ok && !done) {
+            if (!res.content_provider_(offset, 0, sink)) ok = false;
+        }
+        if (ok && chunked) ok = write_all(c.fd, "0\r\n\r\n", 5, timeout);
+        res.content_provider_success_ = ok;
+        return ok;
+    }
+};
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>(options)) {}
+HttpServer::~HttpServer() {
+    stop();
+    if (impl_->listen_fd >= 0) ::close(impl_->listen_fd);
+}
+
+void HttpServer::Get(const std::string& path, Handler handler) { impl_->routes.push_back({"GET", path, false, std::move(handler)}); }
+void HttpServer::Post(const std::string& path, Handler handler) {
+    impl_->routes.push_back({"POST", path, false, std::move(handler)});
+}
+void HttpServer::route_prefix(const std::string& method, const std::string& prefix, Handler handler) {
+    impl_->routes.push_back({method, prefix, true, std::move(handler)});
+}
+void HttpServer::set_pre_routing_handler(HandlerWithResponse handler) { impl_->pre_routing = std::move(handler); }
+void HttpServer::set_error_handler(HandlerWithResponse handler) { impl_->error_handler = std::move(handler); }
+void HttpServer::set_exception_handler(ExceptionHandler handler) { impl_->exception_handler = std::move(handler); }
+void HttpServer::set_logger(Logger logger) { impl_->logger = std::move(logger); }
+
+int HttpServer::bind(const std::string& host, int port) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return -1;
+    int fd = -1;
+    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+            ::close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return -1;
+    impl_->listen_fd = fd;
+    std::string addr;
+    int bound = -1;
+    peer_address(fd, true, addr, bound);
+    return bound;
+}
+
+void HttpServer::start() {
+    if (impl_->listen_fd < 0 || impl_->running.load()) return;
+    if (::pipe2(impl_->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0) return;
+    impl_->running = true;
+    impl_->loop_thread = std::thread([this] { impl_->loop(); });
+}
+
+void HttpServer::stop() {
+    if (!impl_->loop_thread.joinable()) return;
+    impl_->running = false;
+    impl_->wake();
+    impl_->loop_thread.join();
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->stopping = true;
+    }
+    impl_->work_cv.notify_all();
+    for (auto& t : impl_->handlers) t.join();
+    impl_->handlers.clear();
+    impl_->ready.clear();
+    impl_->returned.clear();
+    ::close(impl_->wake_pipe[0]);
+    ::close(impl_->wake_pipe[1]);
+    impl_->wake_pipe[0] = impl_->wake_pipe[1] = -1;
+    if (impl_->listen_fd >= 0) ::close(impl_->listen_fd);
+    impl_->listen_fd = -1;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,101 @@
+// HttpServer: the daemon's HTTP/1.1 connection model (issue 10). Debian 12 ships cpp-httplib
+// 0.11, which gives each connection a pool thread for its whole life, has only a per-recv read
+// timeout (no deadline for a request head or body), no cap on header count or unterminated
+// lines, and inflates gzip bodies before the size cap applies. So httplib is used here for its
+// Request/Response/DataSink types only (the handlers are written against them) and the
+// connection handling is our own:
+//
+//   * one event-loop thread accepts and reads every connection that is not being answered
+//     (new, idle keep-alive, or sending its request), non-blocking, with a deadline for the head
+//     and one for the body, and RequestParser's caps; a slow or idle client costs a file
+//     descriptor and a buffer, never a thread;
+//   * a complete request goes to a handler thread (spawned on demand up to max_handlers) that
+//     runs the route and writes the answer with a write deadline, then gives a keep-alive
+//     connection back to the loop;
+//   * requests that break a limit are answered from the loop (400/408/413/414/415/431/501),
+//     with the connection closed after a short lingering read.
+//
+// The handler-thread budget only has to cover requests being answered (running + queued +
+// quick ones), which the daemon sizes from its queue depth, so /health and /metrics are always
+// answered while every generation slot is taken.
+#pragma once
+#include <httplib.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "http/request_parser.h"
+
+namespace k3::server {
+
+struct HttpServerOptions {
+    RequestLimits limits;
+    double head_timeout_s = 10;   // first byte of a request -> end of its head
+    double body_timeout_s = 60;   // end of the head -> end of the body
+    double keep_alive_s = 5;      // an idle connection between requests is closed after this
+    double write_timeout_s = 10;  // a client that reads nothing this long is dropped
+    int max_handlers = 64;        // requests answered at once (one thread each)
+    // GET paths that get a thread even when max_handlers are busy (up to 16 more): /health
+    // must answer while a burst of generation requests holds every handler.
+    std::vector<std::string> priority_paths;
+    int max_connections = 1024;   // open connections; more are answered 503 and closed
+    // The kernel's send buffer per connection. Fixed (no autotuning, which grows it to 4 MiB):
+    // what a client that stops reading pins in the kernel, before the job's own budget
+    // (--client-buffer-kb) applies. 256 KiB streams tokens far faster than anyone reads them.
+    int send_buffer_bytes = 256 * 1024;
+};
+
+class HttpServer {
+public:
+    using Request = httplib::Request;
+    using Response = httplib::Response;
+    using Handler = std::function<void(const Request&, Response&)>;
+    using HandlerResponse = httplib::Server::HandlerResponse;
+    using HandlerWithResponse = std::function<HandlerResponse(const Request&, Response&)>;
+    using ExceptionHandler = std::function<void(const Request&, Response&, std::exception_ptr)>;
+    using Logger = std::function<void(const Request&, const Response&)>;
+
+    explicit HttpServer(HttpServerOptions options = {});
+    ~HttpServer();
+
+    // Routes: exact paths; route_prefix() matches every path that starts with `prefix`.
+    void Get(const std::string& path, Handler handler);
+    void Post(const std::string& path, Handler handler);
+    void route_prefix(const std::string& method, const std::string& prefix, Handler handler);
+
+    // Runs first for every complete request; Handled means `res` is the answer.
+    void set_pre_routing_handler(HandlerWithResponse handler);
+    // Fills the body of an error answer that has none (status >= 400): the front's own refusals,
+    // 404/405, and handlers that set only a status.
+    void set_error_handler(HandlerWithResponse handler);
+    void set_exception_handler(ExceptionHandler handler);
+    void set_logger(Logger logger);
+
+    // Binds and listens; returns the port (useful with port 0), -1 on failure.
+    int bind(const std::string& host, int port);
+    // Serves on a background thread until stop(). Call after bind().
+    void start();
+    // Stops accepting, closes idle connections and waits for the handlers to finish.
+    void stop();
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// The connection the calling handler thread is answering: lets a handler notice that its client
+// went away without reading. Valid only on a handler thread, inside a handler or its content
+// provider.
+struct CurrentConnection {
+    int fd = -1;
+    int remote_port = -1;
+    bool http10 = false;
+    bool committed = false;  // the response head has been written
+    bool probed = false;     // a "100 Continue" probe was sent after the client's FIN
+};
+CurrentConnection* current_connection();
+
+}  // namespace k3::server

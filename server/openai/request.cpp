@@ -1,0 +1,392 @@
+#include "openai/request.h"
+
+#include <random>
+#include <set>
+
+#include "k3/error.h"
+#include "openai/fields.h"
+#include "openai/tools.h"
+#include "openai/response_format.h"
+
+namespace k3::server {
+
+namespace {
+
+std::string check_model(const json& body, const ModelLimits& limits) {
+    auto model = get_string(body, "model");
+    if (model && *model != limits.model_name)
+        throw ApiError(404, "not_found_error", "model_not_found", "model",
+                       "The model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'");
+    return limits.model_name;
+}
+
+// Fields common to both endpoints: sampling, stop, seed, stream, n, and what we refuse.
+void parse_common(const json& body, std::string_view raw_body, const ModelLimits& limits, GenerationRequest& r) {
+    if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
+    r.model = check_model(body, limits);
+    r.params.n = int(get_int(body, "n", 1, 16).value_or(1));
+    if (auto b = get_int(body, "best_of", 1, 128); b && *b != 1)
+        throw bad_request("best_of", "'best_of' > 1 is not supported", "unsupported_parameter");
+    LogitAdjustments& adjust = r.params.adjustments;
+    adjust.presence_penalty = float(get_number(body, "presence_penalty", -2, 2).value_or(0));
+    adjust.frequency_penalty = float(get_number(body, "frequency_penalty", -2, 2).value_or(0));
+    if (const json* lb = field(body, "logit_bias")) {
+        if (!lb->is_object())
+            throw bad_request("logit_bias", "'logit_bias' must be an object of token id -> bias", "invalid_type");
+        for (auto it = lb->begin(); it != lb->end(); ++it) {
+            long long id = -1;
+            try {
+                size_t used = 0;
+                id = std::stoll(it.key(), &used);
+                if (used != it.key().size()) id = -1;
+            } catch (const std::exception&) {
+            }
+            if (id < 0 || id >= limits.n_vocab)
+                throw bad_request("logit_bias", "'logit_bias' key '" + it.key() + "' is not a token id in [0, " +
+                                                    std::to_string(limits.n_vocab) + ")");
+            if (!it->is_number() || !(it->get<double>() >= -100 && it->get<double>() <= 100))
+                throw bad_request("logit_bias", "'logit_bias' values must be numbers in [-100, 100], got " + it->dump());
+            adjust.bias.emplace_back(int32_t(id), float(it->get<double>()));
+        }
+    }
+    r.params.grammar = parse_response_format(body, raw_body);
+    if (auto u = field(body, "user"); u && !u->is_string())
+        throw bad_request("user", "'user' must be a string", "invalid_type");
+
+    SamplingParams& s = r.params.sampling;
+    s.temperature = float(get_number(body, "temperature", 0, 2).value_or(1.0));
+    s.top_p = float(get_number(body, "top_p", 0, 1).value_or(1.0));
+    if (s.top_p <= 0) throw bad_request("top_p", "'top_p' must be in (0, 1]");
+    s.top_k = int(get_int(body, "top_k", 0, 1 << 30).value_or(0));
+    s.min_p = float(get_number(body, "min_p", 0, 1).value_or(0.0));
+    if (const json* seed = field(body, "seed")) {
+        if (!seed->is_number_integer()) throw bad_request("seed", "'seed' must be an integer", "invalid_type");
+        s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+    } else {
+        s.seed = std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
+    }
+    // validate() starts its message with the field's name; the OpenAI name is the same.
+    if (std::string why = validate(s); !why.empty()) throw bad_request(why.substr(0, why.find(' ')), why);
+    r.params.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+
+    // Stop strings, and stop tokens: integers in `stop` or vLLM's `stop_token_ids`.
+    auto stop_token = [&](const json& x, const char* param) {
+        long long id = x.get<long long>();
+        if (id < 0 || id >= limits.n_vocab)
+            throw bad_request(param, "stop token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                         std::to_string(limits.n_vocab) + ")");
+        r.params.stop_token_ids.push_back(int32_t(id));
+    };
+    if (const json* stop = field(body, "stop")) {
+        if (stop->is_string()) {
+            r.params.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array()) {
+            if (stop->size() > 4) throw bad_request("stop", "'stop' takes at most 4 entries");
+            for (const auto& x : *stop) {
+                if (x.is_number_integer()) {
+                    stop_token(x, "stop");
+                    continue;
+                }
+                if (!x.is_string())
+                    throw bad_request("stop", "'stop' entries must be strings or token ids", "invalid_type");
+                r.params.stop.push_back(x.get<std::string>());
+            }
+        } else {
+            throw bad_request("stop", "'stop' must be a string or an array of strings", "invalid_type");
+        }
+        for (const auto& x : r.params.stop)
+            if (x.empty()) throw bad_request("stop", "'stop' strings must not be empty");
+    }
+    if (const json* ids = field(body, "stop_token_ids")) {
+        if (!ids->is_array()) throw bad_request("stop_token_ids", "'stop_token_ids' must be an array of token ids", "invalid_type");
+        for (const auto& x : *ids) {
+            if (!x.is_number_integer()) throw bad_request("stop_token_ids", "'stop_token_ids' entries must be integers", "invalid_type");
+            stop_token(x, "stop_token_ids");
+        }
+    }
+    r.stream = get_bool(body, "stream").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) throw bad_request("stream_options", "'stream_options' must be an object", "invalid_type");
+        if (!r.stream) throw bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
+        check_keys(*so, {"include_usage", "include_obfuscation", "continuous_usage_stats"}, "stream_options");
+        r.include_usage = get_bool(*so, "include_usage").value_or(false);
+    }
+}
+
+// prompt + max_tokens must fit the context; the prompt alone must fit the prompt limit.
+void check_lengths(GenerationRequest& r, const ModelLimits& limits, std::optional<long long> max_tokens,
+                   int default_max_tokens, const char* max_param, const char* prompt_param) {
+    long long prompt_len = (long long)r.prompt.size();
+    if (prompt_len == 0) throw bad_request(prompt_param, "the prompt is empty");
+    if (prompt_len > limits.max_prompt_tokens)
+        throw bad_request(prompt_param,
+                          "This model's maximum prompt length is " + std::to_string(limits.max_prompt_tokens) +
+                              " tokens. However, your prompt has " + std::to_string(prompt_len) + " tokens.",
+                          "context_length_exceeded");
+    // In long long: max_tokens may be anything up to kHugeCount, and must not wrap.
+    long long max_new = max_tokens ? *max_tokens : std::min<long long>(default_max_tokens, limits.n_ctx - prompt_len);
+    if (prompt_len + max_new > limits.n_ctx)
+        throw bad_request(max_param,
+                          "This model's maximum context length is " + std::to_string(limits.n_ctx) +
+                              " tokens. However, you requested " + std::to_string(prompt_len + max_new) + " tokens (" +
+                              std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
+                              " in the completion). Please reduce the prompt or the completion length.",
+                          "context_length_exceeded");
+    r.params.max_tokens = int(max_new);  // <= n_ctx here
+}
+
+std::vector<int32_t> token_array(const json& a, const ModelLimits& limits) {
+    std::vector<int32_t> out;
+    for (const auto& x : a) {
+        if (!x.is_number_integer()) throw bad_request("prompt", "token ids must be integers", "invalid_type");
+        long long id = x.get<long long>();
+        if (id < 0 || id >= limits.n_vocab)
+            throw bad_request("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                            std::to_string(limits.n_vocab) + ")");
+        out.push_back(int32_t(id));
+    }
+    return out;
+}
+
+std::string message_content(const json& m, size_t index) {
+    std::string where = "messages[" + std::to_string(index) + "].content";
+    const json* c = field(m, "content");
+    if (!c) return {};
+    if (c->is_string()) return c->get<std::string>();
+    if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
+    std::string text;
+    for (const auto& part : *c) {
+        if (!part.is_object() || string_field(part, "type", where + ".type") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+            throw bad_request(where, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
+        check_keys(part, {"type", "text"}, where);
+        text += part["text"].get<std::string>();
+    }
+    return text;
+}
+
+// K3's efforts are low, medium, high and max. OpenAI's "minimal" has no K3 level: it means a
+// little thinking, so low (spec 6.5: never off); "xhigh" is max; "none" turns thinking off.
+void apply_reasoning_effort(const std::string& effort, ChatOptions& o, const char* param) {
+    if (effort == "none") {
+        o.thinking = false;
+    } else if (effort == "low" || effort == "medium" || effort == "high" || effort == "max") {
+        o.thinking = true;
+        o.thinking_effort = effort;
+    } else if (effort == "minimal") {
+        o.thinking = true;
+        o.thinking_effort = "low";
+    } else if (effort == "xhigh") {
+        o.thinking = true;
+        o.thinking_effort = "max";
+    } else {
+        throw bad_request(param, std::string("'") + param + "' must be none, minimal, low, medium, high, xhigh or max, got \"" +
+                                     effort + "\"");
+    }
+}
+
+// `thinking` (true/false or {"type":"enabled"|"disabled"}), `reasoning_effort` (see
+// apply_reasoning_effort) or chat_template_kwargs.thinking.
+ChatOptions parse_thinking(const json& body) {
+    ChatOptions o;
+    if (const json* t = field(body, "thinking")) {
+        if (t->is_boolean()) {
+            o.thinking = t->get<bool>();
+        } else if (t->is_object()) {
+            check_keys(*t, {"type", "budget_tokens"}, "thinking");
+            std::string type = string_field(*t, "type", "thinking.type");
+            if (type != "enabled" && type != "disabled")
+                throw bad_request("thinking", "'thinking.type' must be \"enabled\" or \"disabled\"");
+            o.thinking = type == "enabled";
+        } else {
+            throw bad_request("thinking", "'thinking' must be a boolean or {\"type\":\"enabled\"}", "invalid_type");
+        }
+    }
+    if (const json* kw = field(body, "chat_template_kwargs")) {
+        if (!kw->is_object()) throw bad_request("chat_template_kwargs", "must be an object", "invalid_type");
+        check_keys(*kw, {"thinking", "enable_thinking"}, "chat_template_kwargs");
+        for (const char* k : {"thinking", "enable_thinking"})
+            if (auto b = get_bool(*kw, k)) o.thinking = *b;
+    }
+    if (auto effort = get_string(body, "reasoning_effort")) apply_reasoning_effort(*effort, o, "reasoning_effort");
+    return o;
+}
+
+// An assistant message's calls: `tool_calls` ([] or null: none) or the legacy `function_call`.
+std::vector<ChatToolCall> assistant_calls(const json& m, const std::string& where,
+                                          std::vector<std::pair<std::string, std::string>>& ids) {
+    std::vector<ChatToolCall> calls;
+    auto add = [&](const json& f, const std::string& at, std::string id) {
+        if (!f.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+        auto name = get_string(f, "name");
+        if (!name) throw bad_request(at + ".name", "'" + at + ".name' is required", "missing_required_parameter");
+        auto arguments = get_string(f, "arguments").value_or("{}");
+        calls.push_back({*name, arguments});
+        ids.emplace_back(std::move(id), *name);
+    };
+    if (const json* tc = field(m, "tool_calls")) {
+        if (!tc->is_array()) throw bad_request(where + ".tool_calls", "'tool_calls' must be an array", "invalid_type");
+        for (size_t j = 0; j < tc->size(); ++j) {
+            const json& call = (*tc)[j];
+            std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+            if (!call.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+            check_keys(call, {"id", "type", "function", "index"}, at);
+            if (call.value("type", "function") != "function")
+                throw bad_request(at + ".type", "only function tool calls are supported", "unsupported_parameter");
+            const json* f = field(call, "function");
+            if (!f) throw bad_request(at + ".function", "'" + at + ".function' is required", "missing_required_parameter");
+            add(*f, at + ".function", get_string(call, "id").value_or(""));
+        }
+    }
+    if (const json* fc = field(m, "function_call")) add(*fc, where + ".function_call", "");
+    return calls;
+}
+
+// OpenAI message objects -> chat messages. Assistant messages may carry everything OpenAI's own
+// responses carry (refusal, annotations, audio, parsed, function_call, tool_calls), so the
+// SDKs' "push the reply and ask again" works; empty ones are ignored.
+std::vector<ChatMessage> parse_chat_messages(const json& messages) {
+    std::vector<ChatMessage> chat;
+    CallRegistry calls;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
+        auto role = get_string(m, "role");
+        if (!role) throw bad_request(where + ".role", "'" + where + ".role' is required", "missing_required_parameter");
+        ChatMessage cm;
+        cm.role = *role == "developer" ? "system" : *role;
+        if (cm.role == "assistant")
+            check_keys(m, {"role", "content", "name", "reasoning_content", "refusal", "parsed", "annotations", "audio",
+                           "function_call", "tool_calls"},
+                       where);
+        else if (cm.role == "tool")
+            check_keys(m, {"role", "content", "tool_call_id"}, where);
+        else if (cm.role == "function")
+            check_keys(m, {"role", "content", "name"}, where);
+        else if (cm.role == "system" || cm.role == "user")
+            check_keys(m, {"role", "content", "name"}, where);
+        else
+            throw bad_request(where + ".role",
+                              "unsupported role '" + *role + "' (system, developer, user, assistant, tool, function)");
+        if (!field(m, "content") && cm.role != "assistant")
+            throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
+        cm.content = message_content(m, i);
+        if (cm.role != "tool") cm.name = get_string(m, "name").value_or("");
+        if (cm.role == "assistant") {
+            if (auto rc = get_string(m, "reasoning_content")) cm.reasoning_content = *rc;
+            // A refusal is what the assistant said when it had no content.
+            if (auto refusal = get_string(m, "refusal"); refusal && cm.content.empty()) cm.content = *refusal;
+            if (const json* a = field(m, "annotations"); a && !a->is_array())
+                throw bad_request(where + ".annotations", "'annotations' must be an array", "invalid_type");
+            std::vector<std::pair<std::string, std::string>> ids;
+            cm.tool_calls = assistant_calls(m, where, ids);
+            calls.add_turn(ids);
+        } else if (cm.role == "tool") {
+            auto id = get_string(m, "tool_call_id");
+            if (!id)
+                throw bad_request(where + ".tool_call_id", "'" + where + ".tool_call_id' is required",
+                                  "missing_required_parameter");
+            std::tie(cm.tool_name, cm.tool_index) = calls.find(*id, where + ".tool_call_id");
+        } else if (cm.role == "function") {  // legacy: the result of the latest call to `name`
+            auto name = get_string(m, "name");
+            if (!name) throw bad_request(where + ".name", "'" + where + ".name' is required", "missing_required_parameter");
+            cm.role = "tool";
+            cm.name.clear();
+            std::tie(cm.tool_name, cm.tool_index) = calls.find_by_name(*name, where + ".name");
+        }
+        chat.push_back(std::move(cm));
+    }
+    return chat;
+}
+
+}  // namespace
+
+GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                           std::string_view raw_body) {
+    GenerationRequest r;
+    r.endpoint = Endpoint::Completions;
+    parse_common(body, raw_body, limits, r);
+    for (const char* key : {"tools", "functions"})
+        if (const json* tools = field(body, key); tools && !(tools->is_array() && tools->empty()))
+            throw bad_request(key, std::string("'") + key + "' (function calling) needs /v1/chat/completions or /v1/responses",
+                              "unsupported_parameter");
+    if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
+        throw bad_request("suffix", "'suffix' (insert mode) is not supported", "unsupported_parameter");
+    const json* prompt = field(body, "prompt");
+    if (!prompt) throw bad_request("prompt", "'prompt' is required", "missing_required_parameter");
+    const json* p = prompt;
+    // A list of one prompt is the same as the prompt; more than one is a batch we do not run.
+    if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+        if (p->size() != 1)
+            throw bad_request("prompt", "only one prompt per request is supported (got " + std::to_string(p->size()) + ")",
+                              "unsupported_parameter");
+        p = &p->front();
+    }
+    if (p->is_string()) {
+        r.echo_text = p->get<std::string>();
+        r.prompt = tok.encode(r.echo_text, /*allow_special=*/false);
+    } else if (p->is_array()) {
+        r.prompt = token_array(*p, limits);
+        r.echo_text = tok.decode(r.prompt);
+    } else {
+        throw bad_request("prompt", "'prompt' must be a string, an array of token ids, or a list of one of those",
+                          "invalid_type");
+    }
+    r.echo = get_bool(body, "echo").value_or(false);
+    r.params.skip_special = get_bool(body, "skip_special_tokens").value_or(true);
+    r.params.logprobs = int(get_int(body, "logprobs", 0, 5).value_or(-1));
+    if (r.echo && r.params.logprobs >= 0)
+        throw bad_request("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported",
+                          "unsupported_parameter");
+    auto max_tokens = get_token_count(body, "max_tokens", 0);
+    check_lengths(r, limits, max_tokens, 16, "max_tokens", "prompt");
+    return r;
+}
+
+GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                     std::string_view raw_body) {
+    GenerationRequest r;
+    r.endpoint = Endpoint::ChatCompletions;
+    parse_common(body, raw_body, limits, r);
+    const json* messages = field(body, "messages");
+    if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
+    if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
+    if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
+    std::vector<ChatMessage> chat = parse_chat_messages(*messages);
+    ChatOptions options = parse_thinking(body);
+    ToolRequest tools = parse_chat_tools(body);
+    apply_tools(tools, options, r.params);
+    try {
+        r.prompt = render_chat(tok, chat, options);
+    } catch (const Error& e) {
+        throw bad_request("messages", e.what());
+    }
+    r.params.chat = true;
+    r.params.thinking = options.thinking;
+    // The grammar holds the response; with thinking on, free reasoning comes before it.
+    if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(options.thinking));
+    // A required or named tool call is enforced the same way (its grammar covers thinking itself).
+    if (auto calls = tool_call_grammar(tools, options.thinking)) {
+        if (r.params.grammar)
+            throw bad_request("tool_choice", "a required tool call and a 'response_format' cannot be combined",
+                              "unsupported_parameter");
+        r.params.grammar = std::move(calls);
+    }
+    if (get_bool(body, "logprobs").value_or(false))
+        r.params.logprobs = int(get_int(body, "top_logprobs", 0, 20).value_or(0));
+    else if (field(body, "top_logprobs"))
+        throw bad_request("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    auto max_tokens = get_token_count(body, "max_completion_tokens", 1);
+    const char* max_param = "max_completion_tokens";
+    if (!max_tokens) {
+        max_tokens = get_token_count(body, "max_tokens", 1);
+        max_param = "max_tokens";
+    }
+    check_lengths(r, limits, max_tokens, limits.n_ctx, max_param, "messages");
+    return r;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace k3::server

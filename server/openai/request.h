@@ -1,0 +1,56 @@
+// The OpenAI layer: OpenAI JSON <-> the server's domain structs. This header parses and
+// validates requests (everything that can be checked before a job is queued);
+// openai/response.h shapes the worker's events into response bodies and stream chunks;
+// openai/error.h owns every error body and HTTP status. No sockets in here: routes.cpp calls
+// these and owns the connections.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "worker/job.h"
+#include "k3/chat.h"
+#include "k3/tokenizer.h"
+#include "openai/error.h"
+
+namespace k3::server {
+
+// What validation needs to know about the served model.
+struct ModelLimits {
+    std::string model_name;
+    int n_ctx = 0;             // session context
+    int max_prompt_tokens = 0; // <= n_ctx - 1
+    int n_vocab = 0;
+};
+
+// Which OpenAI endpoint a request came through (decides the response shapes).
+enum class Endpoint { Completions, ChatCompletions, Responses };
+
+// A validated request, ready to become a Job.
+struct GenerationRequest {
+    Endpoint endpoint = Endpoint::Completions;
+    std::vector<int32_t> prompt;
+    GenerationParams params;
+    bool stream = false;
+    bool include_usage = false;
+    bool echo = false;          // completions: prepend the prompt text
+    std::string echo_text;
+    std::string model;          // as reported back
+    json responses_echo;        // /v1/responses: the request settings the response object repeats
+};
+
+// `raw_body` is the request's text (optional): a JSON schema's property order comes from it,
+// since `json` objects keep their keys sorted.
+GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                           std::string_view raw_body = {});
+GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                     std::string_view raw_body = {});
+// POST /v1/responses (openai/responses_request.cpp): translated to the chat request it means.
+GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
+                                          std::string_view raw_body = {});
+
+// Serialises with invalid UTF-8 replaced by U+FFFD (a token's bytes may be a partial character).
+std::string dump(const json& j);
+
+}  // namespace k3::server

@@ -1,0 +1,96 @@
+#include "openai/response.h"
+
+#include <ctime>
+#include <random>
+
+#include "http/sse.h"
+
+namespace k3::server {
+
+std::string Responder::stream_error(const ApiError& error) { return sse::data(dump(error_body(error))) + sse::done(); }
+
+std::unique_ptr<Responder> make_responder(const GenerationRequest& request, const std::string& model_fingerprint) {
+    if (request.endpoint == Endpoint::Responses) return make_responses_responder(request);
+    bool chat = request.endpoint == Endpoint::ChatCompletions;
+    ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), (long long)std::time(nullptr), request.model,
+                    "k3serve-" K3_VERSION "-" + model_fingerprint.substr(0, 12)};
+    if (chat) return make_chat_responder(request, std::move(ids));
+    return make_completion_responder(request, std::move(ids));
+}
+
+const char* finish_reason_name(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::ToolCalls: return "tool_calls";
+    }
+    return "stop";
+}
+
+json envelope(const ResponseIds& ids, const char* object, bool usage_null) {
+    json j = {{"id", ids.id},
+              {"object", object},
+              {"created", ids.created},
+              {"model", ids.model},
+              {"system_fingerprint", ids.fingerprint}};
+    if (usage_null) j["usage"] = nullptr;
+    return j;
+}
+
+std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage) {
+    std::string out;
+    if (include_usage) {
+        json u = envelope(ids, chunk_object);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(usage);
+        out += sse::data(dump(u));
+    }
+    return out + sse::done();
+}
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)rng());
+    return std::string(prefix) + buf;
+}
+
+json usage_json(const Usage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset) {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+    for (const auto& lp : lps) {
+        tokens.push_back(lp.text);
+        token_logprobs.push_back(lp.logprob);
+        json alts = json::object();
+        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
+        top.push_back(alts);
+        offsets.push_back(text_offset);
+        text_offset += lp.text.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
+    auto bytes = [](const std::string& s) {
+        json b = json::array();
+        for (unsigned char c : s) b.push_back(int(c));
+        return b;
+    };
+    json content = json::array();
+    for (const auto& lp : lps) {
+        json top = json::array();
+        for (const auto& [text, logprob] : lp.top)
+            top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
+        content.push_back({{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+}
+
+}  // namespace k3::server

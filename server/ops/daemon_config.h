@@ -1,0 +1,72 @@
+// DaemonConfig: every setting of `k3serve serve`, from defaults < config file (JSON) <
+// environment (K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY, K3SERVE_MODEL) < command line. The
+// environment is read here and nowhere else. Bad values throw k3::Error(Usage/Config) naming the
+// flag or key, which serve_main turns into exit code 2.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "k3/engine.h"
+
+namespace k3::server {
+
+// The engine's defaults, except that the daemon answers while the routed experts load.
+inline MemoryOptions serve_memory_defaults() {
+    MemoryOptions m;
+    m.background_load = true;
+    return m;
+}
+
+struct DaemonConfig {
+    std::string model_dir;
+    std::string model_alias;          // name in /v1/models and responses ("" = directory name)
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    int threads = 0;                  // compute threads; 0 = physical cores
+    int http_threads = 64;            // requests answered at once (raised to queue depth + parallel + 16)
+    int max_connections = 1024;       // open client connections (idle ones cost no thread)
+    double header_timeout_s = 10;     // a request head must arrive within this
+    double body_timeout_s = 60;       // ... and its body within this after the head
+    std::vector<std::string> allowed_hosts;  // extra Host names served when on loopback without a key
+    int queue_depth = 8;              // jobs waiting for the worker, at most
+    int parallel = 4;                 // jobs the worker runs at once (continuous batching)
+    int draft_max = 8;                // speculative drafts (prompt lookup) verified per step, 0 = off
+    double deadline_s = 600;          // per-request deadline (queue + prefill + decode); 0 = none
+    double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
+    double sse_ping_s = 5;            // SSE comment ping interval while waiting for tokens
+    double slow_client_s = 10;        // a client that does not read this long is cancelled
+    int client_buffer_kb = 1024;      // a stream's output its client has not taken; past it, cancelled
+    double stuck_after_s = 120;       // a busy worker with no engine progress this long is stuck
+    std::vector<std::string> api_keys;
+    bool metrics_auth = false;        // /metrics needs the API key too
+    std::string cors_origin;          // "" = no CORS headers; "*" or one origin
+    size_t max_body_bytes = 8u << 20;
+    int max_json_depth = 64;
+    int max_prompt_tokens = 0;        // 0 = the context size
+    int n_ctx = 0;                    // session context; 0 = min(model maximum, 32768)
+    std::string log_format = "text";  // text | json
+    std::string log_level = "info";
+    bool web_ui = true;
+    std::string web_dir;              // serve the UI from here instead of the embedded copy
+    MemoryOptions memory = serve_memory_defaults();
+    bool mlock = true;                // lock pages in RAM as they are touched, where allowed (ops/memory_lock.h)
+    std::string kernels;
+
+    // The engine's view of this config.
+    EngineOptions engine_options() const;
+    // Everything, for the startup log and GET /props (API keys masked).
+    nlohmann::json to_json() const;
+};
+
+// The usage text of `k3serve serve --help`.
+const char* serve_usage();
+
+// Parses argv (after the subcommand name). Sets *help when --help was given. Throws
+// k3::Error(Usage) for a bad flag, k3::Error(Config) for a bad config file.
+DaemonConfig parse_daemon_config(int argc, char** argv, bool* help);
+
+// Applies the keys of a config-file JSON object (unknown keys are an error naming the key).
+void apply_config_json(DaemonConfig& config, const nlohmann::json& j, const std::string& source);
+
+}  // namespace k3::server

@@ -1,0 +1,204 @@
+#include "ops/metrics.h"
+
+#include "k3/stats.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace k3::server {
+
+namespace {
+
+std::string format_number(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+void write_metric(std::string& out, const std::string& name, const char* type, const std::string& help,
+                  double value) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    out += name + " " + format_number(value) + "\n";
+}
+
+}  // namespace
+
+const char* outcome_label(RequestOutcome outcome) {
+    switch (outcome) {
+        case RequestOutcome::Ok: return "ok";
+        case RequestOutcome::Cancelled: return "cancelled";
+        case RequestOutcome::Dropped: return "dropped";
+        case RequestOutcome::Deadline: return "deadline";
+        case RequestOutcome::RejectedFull: return "rejected_full";
+        case RequestOutcome::RejectedLoading: return "rejected_loading";
+        case RequestOutcome::RejectedShutdown: return "rejected_shutdown";
+        case RequestOutcome::Invalid: return "invalid";
+        case RequestOutcome::Unauthorized: return "unauthorized";
+        case RequestOutcome::Error: return "error";
+    }
+    return "error";
+}
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), buckets_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+    size_t i = 0;
+    while (i < bounds_.size() && value > bounds_[i]) ++i;
+    ++buckets_[i];
+    ++count_;
+    sum_ += value;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += buckets_[i];
+        out += name + "_bucket{le=\"" + format_number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    cumulative += buckets_.back();
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_sum " + format_number(sum_) + "\n";
+    out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+ProcessMemory read_process_memory() {
+    ProcessMemory m;
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        auto value_kb = [&] {
+            std::istringstream s(line.substr(line.find(':') + 1));
+            uint64_t kb = 0;
+            s >> kb;
+            return kb * 1024;
+        };
+        if (line.rfind("VmRSS:", 0) == 0) m.rss_bytes = value_kb();
+        if (line.rfind("VmHWM:", 0) == 0) m.peak_rss_bytes = value_kb();
+        if (line.rfind("VmLck:", 0) == 0) m.locked_bytes = value_kb();
+    }
+    return m;
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}),
+      token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}) {}
+
+void Metrics::count_request(RequestOutcome outcome) {
+    std::lock_guard lock(mutex_);
+    ++requests_[outcome];
+}
+
+void Metrics::add_prompt_tokens(int prompt, int cached, double prefill_seconds) {
+    std::lock_guard lock(mutex_);
+    prompt_tokens_ += static_cast<uint64_t>(prompt);
+    cached_tokens_ += static_cast<uint64_t>(cached);
+    prompt_seconds_ += prefill_seconds;
+}
+
+void Metrics::count_tool_call_parse_failure() {
+    std::lock_guard lock(mutex_);
+    ++tool_call_parse_failures_;
+}
+
+void Metrics::count_slow_client() {
+    std::lock_guard lock(mutex_);
+    ++slow_clients_;
+}
+
+void Metrics::add_generated_tokens(int n, double decode_seconds) {
+    std::lock_guard lock(mutex_);
+    generated_tokens_ += static_cast<uint64_t>(n);
+    generated_seconds_ += decode_seconds;
+}
+
+void Metrics::observe_ttft(double seconds) {
+    std::lock_guard lock(mutex_);
+    ttft_.observe(seconds);
+}
+
+void Metrics::observe_token_latency(double seconds) {
+    std::lock_guard lock(mutex_);
+    token_latency_.observe(seconds);
+}
+
+void Metrics::set_processing(int n) {
+    std::lock_guard lock(mutex_);
+    processing_ = n;
+}
+
+void Metrics::set_engine_stats(const EngineStats& stats) {
+    std::lock_guard lock(mutex_);
+    engine_ = stats;
+}
+
+uint64_t Metrics::requests(RequestOutcome outcome) const {
+    std::lock_guard lock(mutex_);
+    auto it = requests_.find(outcome);
+    return it == requests_.end() ? 0 : it->second;
+}
+
+EngineStats Metrics::engine_stats() const {
+    std::lock_guard lock(mutex_);
+    return engine_;
+}
+
+std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool ready, const WeightsLoad& weights) const {
+    std::lock_guard lock(mutex_);
+    std::string out;
+    write_metric(out, "llamacpp:prompt_tokens_total", "counter", "Prompt tokens processed (including reused ones).",
+                 double(prompt_tokens_));
+    write_metric(out, "llamacpp:prompt_seconds_total", "counter", "Time spent in prompt processing.", prompt_seconds_);
+    write_metric(out, "llamacpp:tokens_predicted_total", "counter", "Generated tokens.", double(generated_tokens_));
+    write_metric(out, "llamacpp:tokens_predicted_seconds_total", "counter", "Time spent generating tokens.",
+                 generated_seconds_);
+    write_metric(out, "llamacpp:requests_processing", "gauge", "Requests the engine worker is running (up to --parallel).",
+                 processing_);
+    write_metric(out, "llamacpp:requests_deferred", "gauge", "Requests waiting in the queue.", double(queue_depth));
+    write_metric(out, "k3serve:queue_depth", "gauge", "Requests waiting in the queue.", double(queue_depth));
+    write_metric(out, "k3serve:queue_capacity", "gauge", "Queue capacity (--queue-depth).", double(queue_capacity));
+    write_metric(out, "k3serve:ready", "gauge", "1 once the model is loaded and the daemon is serving.", ready ? 1 : 0);
+    write_metric(out, "k3serve:weights_loaded_bytes", "gauge",
+                 "Resident weights read so far; reaches k3serve:weights_total_bytes once every routed expert is "
+                 "in (the daemon serves while they load). 0 with a memory budget (weights read on demand).",
+                 double(weights.loaded_bytes));
+    write_metric(out, "k3serve:weights_total_bytes", "gauge", "Resident weights to read at start.",
+                 double(weights.total_bytes));
+    write_metric(out, "k3serve:weights_loading", "gauge", "1 while routed experts are still being read behind a serving daemon.",
+                 ready && !weights.complete() ? 1 : 0);
+    write_metric(out, "k3serve:weights_load_failures_total", "counter",
+                 "Pieces of the resident weights whose read failed (requests that need them fail; /health says so).",
+                 double(weights.failures));
+    write_metric(out, "k3serve:prompt_tokens_cached_total", "counter",
+                 "Prompt tokens reused (a slot's live state or the shared prompt cache) instead of recomputed.", double(cached_tokens_));
+
+    out += "# HELP k3serve:requests_total Finished requests by outcome.\n# TYPE k3serve:requests_total counter\n";
+    for (RequestOutcome outcome : kAllRequestOutcomes) {
+        auto it = requests_.find(outcome);
+        out += std::string("k3serve:requests_total{outcome=\"") + outcome_label(outcome) + "\"} " +
+               std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
+    }
+    write_metric(out, "k3serve:tool_call_parse_failures_total", "counter",
+                 "Model outputs whose tool calls could not be parsed (returned as content instead).",
+                 double(tool_call_parse_failures_));
+    write_metric(out, "k3serve:slow_client_cancellations_total", "counter",
+                 "Jobs cancelled because their client did not take their output (--client-buffer-kb).",
+                 double(slow_clients_));
+    ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
+    token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
+
+    visit_stats(engine_, [&](const StatField& f) { write_metric(out, f.metric, f.type, f.help, f.value); });
+
+    ProcessMemory mem = read_process_memory();
+    write_metric(out, "k3serve:resident_memory_bytes", "gauge", "Current resident set size.", double(mem.rss_bytes));
+    write_metric(out, "k3serve:resident_memory_peak_bytes", "gauge", "Peak resident set size.",
+                 double(mem.peak_rss_bytes));
+    write_metric(out, "k3serve:locked_memory_bytes", "gauge",
+                 "Memory locked in RAM (VmLck): with serve --mlock, every page touched; 0 when not locked.",
+                 double(mem.locked_bytes));
+    return out;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,71 @@
+// A Job is one generation request on its way from an HTTP thread to the engine worker, and its
+// JobChannel carries the results back. The HTTP thread builds the job (prompt tokens already
+// validated), pushes it on the JobQueue and then only reads the channel; the worker only writes
+// it. Cancellation goes the other way through the job's atomic flag, with a reason so the worker
+// can count it correctly in /metrics.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/job_channel.h"
+#include "worker/job_event.h"
+#include "worker/job_outcome.h"
+#include "k3/chat.h"
+#include "k3/engine.h"
+#include "k3/logit_adjust.h"
+#include "k3/grammar.h"
+#include "k3/sampler.h"
+
+namespace k3::server {
+
+using Clock = std::chrono::steady_clock;
+
+// Why a job was cancelled (stored before the flag is raised).
+enum class CancelReason : int { None = 0, ClientGone, Deadline, Shutdown, SlowClient };
+
+struct GenerationParams {
+    int max_tokens = 16;                 // generated tokens at most (>= 0), per choice
+    int n = 1;                           // choices: separate sequences from the same prompt
+    SamplingParams sampling;
+    LogitAdjustments adjustments;        // penalties and logit_bias
+    std::vector<std::string> stop;       // stop strings: generation ends before them
+    std::vector<int32_t> stop_token_ids; // tokens that end generation (not part of the text)
+    int logprobs = -1;                   // -1: none; N >= 0: chosen token + N alternatives
+    bool chat = false;                   // output goes through the chat parser (reasoning/content)
+    bool thinking = false;               // chat with thinking on: reasoning comes first
+    bool ignore_eos = false;
+    bool skip_special = true;            // completions: special tokens add no text (vLLM's default)
+
+    // Tool calls (chat): which calls the output parser accepts, and how the turn may use them.
+    ToolParsing tools;                   // disabled: a tools channel is dropped, never parsed
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string forced_tool;             // a named tool_choice: the one tool the turn must call
+    bool parallel_tool_calls = true;     // false: the turn ends after its first call
+    std::string tools_json;              // the declared tools (chat layout), for the call grammar
+    std::shared_ptr<const Grammar> grammar;  // constrained output (response_format); null = free
+};
+
+struct Job {
+    uint64_t id = 0;
+    std::vector<int32_t> prompt;
+    GenerationParams params;
+    std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
+    CancelFlag cancel{false};
+    std::atomic<CancelReason> cancel_reason{CancelReason::None};
+    Clock::time_point enqueued_at = Clock::now();
+    std::optional<Clock::time_point> deadline;
+
+    // Raises the cancel flag once; the first reason wins.
+    void request_cancel(CancelReason reason) {
+        CancelReason expected = CancelReason::None;
+        cancel_reason.compare_exchange_strong(expected, reason);
+        cancel.store(true);
+    }
+};
+
+}  // namespace k3::server

@@ -1,0 +1,46 @@
+#include "worker/stop_matcher.h"
+
+#include <algorithm>
+
+namespace k3::server {
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+    for (auto& s : stops)
+        if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopMatcher::push(const std::string& text) {
+    if (stopped_) return {};
+    held_ += text;
+    // Earliest complete stop string wins.
+    size_t first = std::string::npos;
+    for (const auto& s : stops_) first = std::min(first, held_.find(s));
+    if (first != std::string::npos) {
+        stopped_ = true;
+        std::string out = held_.substr(0, first);
+        held_.clear();
+        return out;
+    }
+    // Hold back the longest suffix of held_ that is a proper prefix of some stop string.
+    size_t keep = 0;
+    for (const auto& s : stops_) {
+        size_t max_len = std::min(s.size() - 1, held_.size());
+        for (size_t len = max_len; len > keep; --len)
+            if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+                keep = len;
+                break;
+            }
+    }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+}
+
+std::string StopMatcher::flush() {
+    if (stopped_) return {};
+    std::string out = std::move(held_);
+    held_.clear();
+    return out;
+}
+
+}  // namespace k3::server

@@ -1,0 +1,623 @@
+#include "worker/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <variant>
+
+#include "k3/chat.h"
+#include "k3/logit_adjust.h"
+#include "k3/sampler.h"
+#include "worker/prompt_lookup.h"
+#include "worker/stop_matcher.h"
+
+namespace k3::server {
+
+namespace {
+
+constexpr auto kPopTimeout = std::chrono::milliseconds(500);
+// A prompt chunk evaluated in the same step as other jobs' decode tokens is at most this long,
+// so a long prompt does not stall the streams already running for a whole chunk.
+constexpr size_t kInterleavedPrefillTokens = 64;
+constexpr auto kBoardInterval = std::chrono::milliseconds(200);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Natural-log probabilities of the model's distribution (temperature 1, before any sampling
+// filter): the chosen token and the `n_top` most likely ones.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int n_top, const Tokenizer& tok) {
+    float max_logit = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float l : logits) sum += std::exp(double(l) - max_logit);
+    double log_z = max_logit + std::log(sum);
+    TokenLogprob out;
+    out.id = id;
+    out.text = std::string(tok.token_bytes(id));
+    out.logprob = float(double(logits[size_t(id)]) - log_z);
+    if (n_top > 0) {
+        std::vector<int32_t> ids(logits.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+        size_t k = std::min(ids.size(), size_t(n_top));
+        std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t a, int32_t b) {
+            return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+        });
+        for (size_t i = 0; i < k; ++i)
+            out.top.emplace_back(std::string(tok.token_bytes(ids[i])), float(double(logits[size_t(ids[i])]) - log_z));
+    }
+    return out;
+}
+
+// Text produced by one token: through the chat parser (reasoning + content) or the plain
+// UTF-8 stream decoder (completions).
+class OutputDecoder {
+public:
+    OutputDecoder(const Tokenizer& tok, const GenerationParams& p) : tok_(tok), skip_special_(p.skip_special) {
+        if (p.chat)
+            chat_.emplace(tok, p.thinking, p.tools);
+        else
+            plain_.emplace(tok);
+    }
+    ChatOutputParser::Delta push(int32_t id) {
+        if (chat_) return chat_->push(id);
+        ChatOutputParser::Delta d;
+        if (!(skip_special_ && tok_.is_special(id))) d.content = plain_->push(id);
+        return d;
+    }
+    ChatOutputParser::Delta flush() {
+        if (chat_) return chat_->flush();
+        ChatOutputParser::Delta d;
+        d.content = plain_->flush();
+        return d;
+    }
+    int tool_calls() const { return chat_ ? chat_->tool_calls() : 0; }
+
+private:
+    const Tokenizer& tok_;
+    bool skip_special_;
+    std::optional<ChatOutputParser> chat_;
+    std::optional<StreamDecoder> plain_;
+};
+
+JobEvent failure_event(FailureKind kind, const std::string& message, const Usage& usage) {
+    JobEvent e;
+    e.kind = JobEvent::Kind::Error;
+    e.failure = {kind, message};
+    e.usage = usage;
+    return e;
+}
+
+// How a failure is counted in /metrics.
+RequestOutcome outcome_of(FailureKind kind) {
+    switch (kind) {
+        case FailureKind::Cancelled:
+        case FailureKind::ShuttingDown: return RequestOutcome::Cancelled;
+        case FailureKind::Deadline: return RequestOutcome::Deadline;
+        default: return RequestOutcome::Error;
+    }
+}
+
+}  // namespace
+
+// One running job and everything it carries between steps.
+struct EngineWorker::Slot {
+    int index = 0;
+    std::unique_ptr<Session> session;   // kept across jobs (its live state is reused too)
+    std::shared_ptr<Job> job;           // null: idle
+    bool decoding = false;              // false: still evaluating the prompt
+    uint64_t order = 0;                 // admission order
+    Usage usage;                        // over all of the job's choices
+    int choice = 0;                     // which of the job's n choices is being generated
+    int generated = 0;                  // tokens of this choice
+    std::optional<LogitAdjuster> adjust;
+    std::optional<GrammarMatcher> grammar;   // constrained output (the job's own matcher)
+    std::vector<float> masked;               // the grammar-masked scores of one step
+    std::optional<Sampler> sampler;
+    std::optional<OutputDecoder> decoder;
+    std::optional<StopMatcher> stop;
+    FinishReason finish_reason = FinishReason::Length;
+    JobEvent last;                      // the last token's text, sent with Done
+    bool tool_calls_malformed = false;
+    Clock::time_point admitted_at, decode_start, last_token_at;
+    int32_t next_token = -1;            // sampled, evaluated by the next step; -1: logits are ready
+    std::vector<int32_t> step_tokens;   // what the current step evaluates: next_token, then drafts
+    size_t drafts = 0;                  // drafts among step_tokens
+    std::optional<DraftHorizon> horizon;
+};
+
+EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue& queue, Metrics& metrics,
+                           WorkerOptions options)
+    : engine_(engine), tokenizer_(tokenizer), queue_(queue), metrics_(metrics), options_(std::move(options)) {
+    if (engine_.info().eos_token_id >= 0) end_ids_.insert(engine_.info().eos_token_id);
+    for (const char* name : {"[EOS]", "<|end_of_msg|>"})
+        if (auto id = tokenizer_.special_id(name)) end_ids_.insert(*id);
+    token_table_ = std::make_shared<const TokenTable>(tokenizer_, engine_.info().n_vocab,
+                                                      std::vector<int32_t>(end_ids_.begin(), end_ids_.end()));
+    spdlog::info("grammar token table: {} tokens in {:.3f} s", token_table_->n_vocab(),
+                 token_table_->build_seconds());
+    for (int i = 0; i < std::max(1, options_.parallel); ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        slots_.back()->index = i;
+    }
+}
+
+EngineWorker::~EngineWorker() {
+    if (thread_.joinable()) {
+        queue_.close();
+        cancel_current(CancelReason::Shutdown);
+        thread_.join();
+    }
+}
+
+void EngineWorker::start() { thread_ = std::thread([this] { run(); }); }
+
+void EngineWorker::join() {
+    if (thread_.joinable()) thread_.join();
+}
+
+void EngineWorker::cancel_current(CancelReason reason) {
+    std::lock_guard lock(current_mutex_);
+    for (auto& job : current_) job->request_cancel(reason);
+}
+
+void EngineWorker::run() {
+    for (;;) {
+        const auto now = Clock::now();
+        if (options_.heartbeat && now - last_heartbeat_ > std::chrono::seconds(1)) {
+            options_.heartbeat();
+            last_heartbeat_ = now;
+        }
+        // Fill idle slots; wait for work only when nothing runs.
+        for (auto& slot : slots_) {
+            if (slot->job) continue;
+            const bool idle = std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; });
+            std::shared_ptr<Job> job = queue_.pop(idle ? kPopTimeout : std::chrono::milliseconds(0)).value_or(nullptr);
+            if (!job) break;
+            admit(*slot, std::move(job));
+        }
+        if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; })) {
+            publish_board(false);
+            if (queue_.closed() && queue_.size() == 0) break;
+            continue;
+        }
+        // Jobs whose logits are ready take their next token; jobs still in their prompt may
+        // have been cancelled or run out of time.
+        for (auto& slot : slots_) {
+            if (!slot->job) continue;
+            try {
+                if (slot->decoding && slot->next_token < 0) {
+                    produce_token(*slot, slot->session->logits());
+                } else if (!slot->decoding) {
+                    Job& job = *slot->job;
+                    if (job.deadline && Clock::now() >= *job.deadline) job.request_cancel(CancelReason::Deadline);
+                    if (job.cancel.load()) {
+                        finish_cancelled(job, slot->usage);
+                        release(*slot);
+                    }
+                }
+            } catch (const std::exception& e) {
+                spdlog::error("job {}: {}", slot->job->id, e.what());
+                fail(*slot->job, FailureKind::Internal, e.what(), slot->usage);
+                release(*slot);
+            }
+        }
+        step();
+        publish_board(false);
+    }
+    publish_board(true);
+}
+
+void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
+    slot.job = std::move(job_ptr);
+    {
+        std::lock_guard lock(current_mutex_);
+        current_.push_back(slot.job);
+    }
+    busy_ = true;
+    Job& job = *slot.job;
+    slot.usage = Usage{};
+    slot.usage.prompt_tokens = int(job.prompt.size());
+    slot.decoding = false;
+    slot.next_token = -1;
+    slot.order = ++admissions_;
+    slot.admitted_at = Clock::now();
+    slot.finish_reason = FinishReason::Length;
+    slot.last = JobEvent{};
+    slot.tool_calls_malformed = false;
+    if (job.cancel.load()) {
+        // Left while queued: never started (llama.cpp #13262).
+        if (job.cancel_reason.load() == CancelReason::ClientGone)
+            metrics_.count_request(RequestOutcome::Dropped);
+        else
+            finish_cancelled(job, slot.usage);
+        release(slot);
+        return;
+    }
+    if (job.deadline && Clock::now() >= *job.deadline) {
+        job.request_cancel(CancelReason::Deadline);
+        finish_cancelled(job, slot.usage);
+        release(slot);
+        return;
+    }
+    if (options_.live) options_.live->begin(job, engine_.stats());
+    try {
+        if (!slot.session) slot.session = engine_.new_session(options_.n_ctx);
+        // Resume from the longest prefix this slot's state or the shared prompt cache holds.
+        int reused = 0;
+        const Status st = slot.session->begin_prompt(job.prompt, &reused);
+        slot.usage.cached_tokens = reused;
+        if (!st.ok()) {
+            finish_failed(slot, st);
+            return;
+        }
+        const GenerationParams& p = job.params;
+        start_choice(slot, 0);
+        metrics_.set_processing(int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; })));
+        if (slot.session->prompt_pending() == 0) {
+            slot.decoding = true;
+            slot.decode_start = slot.last_token_at = Clock::now();
+            metrics_.add_prompt_tokens(slot.usage.prompt_tokens, reused, 0.0);
+            if (options_.live) options_.live->prefilled(job.id, reused, 0.0, engine_.stats());
+            if (p.max_tokens == 0) finish_ok(slot);
+        }
+    } catch (const std::exception& e) {
+        spdlog::error("job {}: {}", job.id, e.what());
+        fail(job, FailureKind::Internal, e.what(), slot.usage);
+        release(slot);
+    }
+}
+
+// Samples the slot's next token from its logits and streams its text. Returns true when the
+// job goes on (the token is evaluated by the next step), false when it finished.
+bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
+    Job& job = *slot.job;
+    const GenerationParams& p = job.params;
+    // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
+    std::span<const float> scores = slot.adjust->apply(logits);
+    if (slot.grammar) {
+        slot.masked.assign(scores.begin(), scores.end());
+        slot.grammar->mask_logits(slot.masked, p.max_tokens - slot.generated);
+        scores = slot.masked;
+    }
+    const int32_t id = slot.sampler->sample(scores);
+    if (slot.grammar && !slot.grammar->accept(id)) {
+        // Only possible if the tokenizer cannot spell what the grammar needs next.
+        spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, slot.generated);
+        fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", slot.usage);
+        release(slot);
+        return false;
+    }
+    slot.adjust->observe(id);
+    const auto now = Clock::now();
+    if (slot.usage.completion_tokens == 0)
+        metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
+    else
+        metrics_.observe_token_latency(std::chrono::duration<double>(now - slot.last_token_at).count());
+    slot.last_token_at = now;
+    slot.usage.completion_tokens++;
+    slot.generated++;
+    if (options_.live) {
+        // Live figures per token (the worker is the only thread that may ask the engine).
+        const EngineStats stats = engine_.stats();
+        metrics_.set_engine_stats(stats);
+        options_.live->token(job.id, stats);
+    }
+
+    JobEvent event;
+    event.choice = slot.choice;
+    if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
+    bool end = (!p.ignore_eos && end_ids_.count(id) > 0) ||
+               std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
+    if (!end) {
+        auto delta = slot.decoder->push(id);
+        if (!delta.reasoning.empty()) slot.usage.reasoning_tokens++;
+        take_tool_calls(job, delta, event, slot.tool_calls_malformed);
+        event.reasoning = std::move(delta.reasoning);
+        event.content = slot.stop->push(delta.content);
+        end = delta.end_of_turn || slot.stop->stopped();
+        // parallel_tool_calls false: one call, then the turn is over.
+        if (!p.parallel_tool_calls && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed) end = true;
+    }
+    if (slot.grammar && slot.grammar->finished()) end = true;  // the output is complete
+    if (end) slot.finish_reason = FinishReason::Stop;
+    // The context is full: the job ends with "length" (without failing the others' step).
+    const bool full = slot.session->tokens().size() + 1 > size_t(slot.session->n_ctx());
+    if (end || slot.generated >= p.max_tokens || full) {
+        // The last token's text travels with the Done event, so that finish_reason sits on
+        // the last content chunk (OpenAI streaming contract).
+        slot.last = std::move(event);
+        finish_ok(slot);
+        return false;
+    }
+    bool cancelled = false;
+    if (event.has_output()) cancelled = !emit(job, std::move(event));
+    if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
+    if (cancelled || job.cancel.load()) {
+        metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
+        finish_cancelled(job, slot.usage);
+        release(slot);
+        return false;
+    }
+    slot.next_token = id;
+    return true;
+}
+
+// One engine step: every decoding job's next token, plus one prompt chunk of the job that has
+// waited longest. Returns false when there was nothing to evaluate.
+bool EngineWorker::step() {
+    std::vector<Engine::StepItem> items;
+    std::vector<Slot*> members;
+    size_t budget = size_t(engine_.max_step_tokens());
+    for (auto& slot : slots_) {
+        if (!slot->job || !slot->decoding || slot->next_token < 0 || budget == 0) continue;
+        // the sampled token, then drafts found by prompt lookup (within the generation's and the
+        // context's room and the step's budget)
+        Session& session = *slot->session;
+        slot->step_tokens.assign(1, slot->next_token);
+        // (the last verified row yields one token more than the drafts it checks)
+        const size_t room = std::min({size_t(std::max(0, slot->job->params.max_tokens - slot->generated - 1)),
+                                      size_t(session.n_ctx()) - session.tokens().size() - 1, budget - 1});
+        // (no drafts under a grammar: its matcher follows the produced tokens only)
+        const size_t want = slot->grammar ? 0 : std::min(size_t(slot->horizon->next()), room);
+        if (want > 0) {
+            std::vector<int32_t> seq(session.tokens().begin(), session.tokens().end());
+            seq.push_back(slot->next_token);
+            const std::vector<int32_t> d = prompt_lookup_draft(seq, int(want));
+            slot->step_tokens.insert(slot->step_tokens.end(), d.begin(), d.end());
+        }
+        slot->drafts = slot->step_tokens.size() - 1;
+        items.push_back({&session, slot->step_tokens, slot->drafts > 0, &slot->job->cancel});
+        members.push_back(slot.get());
+        budget -= slot->step_tokens.size();
+    }
+    const size_t n_decode = items.size();
+    Slot* prefill = nullptr;
+    for (auto& slot : slots_)
+        if (slot->job && !slot->decoding && (!prefill || slot->order < prefill->order)) prefill = slot.get();
+    if (prefill && budget > 0) {
+        const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
+        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->cancel});
+        members.push_back(prefill);
+    }
+    if (items.empty()) return false;
+
+    const Status st = engine_.step(items);
+    ++steps_;
+    if (items.size() > 1) batched_tokens_ += n_decode;
+    if (!st.ok()) {
+        // A failed step (a weight read) leaves no member's state advanced: all of them fail.
+        spdlog::error("engine step of {} jobs failed: {}", members.size(), st.message);
+        for (Slot* slot : members) finish_failed(*slot, st);
+        return true;
+    }
+    for (Slot* slot : members) {
+        if (slot->decoding) {
+            if (slot->drafts > 0)
+                verify_drafts(*slot);
+            else
+                slot->next_token = -1;
+            continue;
+        }
+        slot->session->prompt_chunk_done();
+        if (slot->session->prompt_pending() > 0) continue;
+        slot->decoding = true;
+        slot->decode_start = slot->last_token_at = Clock::now();
+        if (slot->choice == 0) {
+            metrics_.add_prompt_tokens(slot->usage.prompt_tokens, slot->usage.cached_tokens,
+                                       seconds_since(slot->admitted_at));
+            if (options_.live)
+                options_.live->prefilled(slot->job->id, slot->usage.cached_tokens, seconds_since(slot->admitted_at),
+                                         engine_.stats());
+        }
+        if (slot->job->params.max_tokens == 0) finish_ok(*slot);
+    }
+    return true;
+}
+
+// After a step that evaluated [next_token, d1..dk] with every row's logits: produces tokens
+// from the rows in order, as plain decoding would from the same logits (same sampler, one draw
+// per token), while each produced token equals the draft the next row was computed for. The
+// first token that differs (or the one after the last draft) is the next token to evaluate;
+// the state is cut back to the tokens whose logits were used. So the output is exactly that of
+// plain decoding, greedy or sampled (a deterministic drafter: accepting a draft with
+// probability p(d) and resampling from the residual is sampling from p and comparing).
+void EngineWorker::verify_drafts(Slot& slot) {
+    Session& session = *slot.session;
+    const size_t rows = slot.step_tokens.size(), start = session.tokens().size() - rows;
+    const size_t drafts = slot.drafts;
+    size_t accepted = 0;
+    for (size_t i = 0; i < rows; ++i) {
+        if (!produce_token(slot, session.step_logits(i))) break;  // finished (slot released)
+        if (i < drafts && slot.next_token == slot.step_tokens[i + 1]) {
+            ++accepted;
+            continue;
+        }
+        const Status st = session.truncate(start + 1 + i);
+        if (!st.ok()) {
+            finish_failed(slot, st);
+            break;
+        }
+        break;
+    }
+    drafted_ += drafts;
+    accepted_ += accepted;
+    if (slot.job) slot.horizon->observe(int(drafts), int(accepted));
+}
+
+void EngineWorker::finish_ok(Slot& slot) {
+    Job& job = *slot.job;
+    metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
+    const bool last_choice = slot.choice + 1 >= std::max(1, job.params.n);
+    // What the decoder and the stop matcher still hold (unless a stop string ended the text)
+    // joins the last token's text in the Done event.
+    JobEvent done = std::move(slot.last);
+    if (!slot.stop->stopped()) {
+        auto rest = slot.decoder->flush();
+        take_tool_calls(job, rest, done, slot.tool_calls_malformed);
+        done.reasoning += rest.reasoning;
+        done.content += slot.stop->push(rest.content);
+        done.content += slot.stop->flush();
+    }
+    done.kind = JobEvent::Kind::Done;
+    done.choice = slot.choice;
+    done.last_choice = last_choice;
+    // A turn that ended after well-formed calls finished by calling tools.
+    if (slot.finish_reason == FinishReason::Stop && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed)
+        slot.finish_reason = FinishReason::ToolCalls;
+    done.finish_reason = slot.finish_reason;
+    done.usage = slot.usage;
+    if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
+    emit(job, std::move(done));
+    // A later request that continues this conversation resumes here.
+    slot.session->remember();
+    if (last_choice) {
+        release(slot);
+        return;
+    }
+    // n > 1: the next choice is a separate sequence from the same prompt, resumed from the
+    // prompt cache (the prompt is evaluated once).
+    int reused = 0;
+    const Status st = slot.session->begin_prompt(job.prompt, &reused);
+    if (!st.ok()) {
+        finish_failed(slot, st);
+        return;
+    }
+    start_choice(slot, slot.choice + 1);
+    if (slot.decoding && job.params.max_tokens == 0) finish_ok(slot);
+}
+
+// Per-choice state: sampler (seed + choice: distinct, reproducible draws), penalties, text
+// decoding, stop strings, draft horizon. The session is at (or evaluating) the prompt.
+void EngineWorker::start_choice(Slot& slot, int choice) {
+    const GenerationParams& p = slot.job->params;
+    slot.choice = choice;
+    slot.generated = 0;
+    SamplingParams sampling = p.sampling;
+    sampling.seed += uint64_t(choice);
+    slot.sampler.emplace(sampling);
+    slot.adjust.emplace(p.adjustments);
+    if (p.grammar)
+        slot.grammar.emplace(*p.grammar, token_table_);
+    else
+        slot.grammar.reset();
+    slot.decoder.emplace(tokenizer_, p);
+    slot.stop.emplace(p.stop);
+    slot.horizon.emplace(options_.draft_max);
+    slot.finish_reason = FinishReason::Length;
+    slot.last = JobEvent{};
+    slot.tool_calls_malformed = false;
+    slot.next_token = -1;
+    slot.decoding = slot.session->prompt_pending() == 0;
+    if (slot.decoding) slot.decode_start = slot.last_token_at = Clock::now();
+}
+
+void EngineWorker::finish_failed(Slot& slot, const Status& st) {
+    Job& job = *slot.job;
+    switch (st.code) {
+        case StatusCode::Cancelled: finish_cancelled(job, slot.usage); break;
+        case StatusCode::ContextFull: fail(job, FailureKind::ContextFull, st.message, slot.usage); break;
+        case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, slot.usage); break;
+        default:
+            spdlog::error("job {}: engine failed: {}", job.id, st.message);
+            if (st.code == StatusCode::IoError && options_.on_io_error) options_.on_io_error(st.message);
+            fail(job, FailureKind::EngineFailed, st.message, slot.usage);
+    }
+    release(slot);
+}
+
+void EngineWorker::release(Slot& slot) {
+    // whichever way the job ended, the status page stops showing it as active
+    if (options_.live) options_.live->end(slot.job->id);
+    {
+        std::lock_guard lock(current_mutex_);
+        std::erase(current_, slot.job);
+    }
+    slot.job.reset();
+    slot.decoding = false;
+    slot.next_token = -1;
+    ++jobs_finished_;
+    const int active = int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }));
+    busy_ = active > 0;
+    metrics_.set_processing(active);
+    publish_board(true);
+}
+
+void EngineWorker::publish_board(bool force) {
+    const auto now = Clock::now();
+    if (!force && now - last_board_ < kBoardInterval) return;
+    last_board_ = now;
+    const EngineStats stats = engine_.stats();
+    metrics_.set_engine_stats(stats);
+    if (!options_.board) return;
+    SlotBoardView v;
+    for (const auto& slot : slots_) {
+        SlotView s;
+        s.slot = slot->index;
+        if (slot->job) {
+            s.job_id = slot->job->id;
+            s.phase = slot->decoding ? "decode" : "prefill";
+            s.prompt_tokens = slot->usage.prompt_tokens;
+            s.cached_tokens = slot->usage.cached_tokens;
+            s.prompt_evaluated = int(std::min(slot->session->tokens().size(), slot->job->prompt.size()));
+            s.generated_tokens = slot->usage.completion_tokens;
+            s.max_tokens = slot->job->params.max_tokens;
+            s.seconds = seconds_since(slot->admitted_at);
+        } else {
+            s.phase = "idle";
+        }
+        v.slots.push_back(s);
+    }
+    v.queued = int(queue_.size());
+    v.steps = steps_;
+    v.batched_tokens = batched_tokens_;
+    v.drafted = drafted_;
+    v.accepted = accepted_;
+    v.prompt_cache = engine_.prompt_cache_entries();
+    v.engine = stats;
+    options_.board->publish(std::move(v));
+}
+
+bool EngineWorker::emit(Job& job, JobEvent event) {
+    // Never waits (docs/operations.md, "A client that stops reading"). Closed: the reader is
+    // gone and the event is dropped; over the budget: this client is not taking its output, so
+    // its job alone is cancelled.
+    if (job.channel->push(std::move(event), options_.client_buffer_bytes) != JobChannel::PushResult::OverBudget)
+        return true;
+    if (job.cancel_reason.load() == CancelReason::None) {
+        metrics_.count_slow_client();
+        spdlog::warn("job {}: cancelled: its client took none of the last {} KiB of output (--client-buffer-kb)",
+                     job.id, options_.client_buffer_bytes / 1024);
+    }
+    job.request_cancel(CancelReason::SlowClient);
+    return false;
+}
+
+void EngineWorker::fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage) {
+    metrics_.count_request(outcome_of(kind));
+    emit(job, failure_event(kind, message, usage));
+}
+
+void EngineWorker::finish_cancelled(Job& job, const Usage& usage) {
+    switch (job.cancel_reason.load()) {
+        case CancelReason::Deadline:
+            fail(job, FailureKind::Deadline, "the request did not finish within its deadline (--deadline-s)", usage);
+            return;
+        case CancelReason::Shutdown: fail(job, FailureKind::ShuttingDown, "the server is shutting down", usage); return;
+        default:  // the client left or could not keep up: nobody is listening any more
+            fail(job, FailureKind::Cancelled, "request cancelled", usage);
+    }
+}
+
+// Moves the parser's tool-call pieces into the event; a malformed channel is logged and counted
+// once (its raw text arrives as content).
+void EngineWorker::take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed) {
+    for (auto& t : delta.tool_calls) event.tool_calls.push_back(std::move(t));
+    if (delta.malformed.empty()) return;
+    malformed = true;
+    event.tool_calls_malformed = true;
+    metrics_.count_tool_call_parse_failure();
+    spdlog::warn("job {}: malformed tool call, returned as content: {}", job.id, delta.malformed);
+}
+
+}  // namespace k3::server
