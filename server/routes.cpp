@@ -68,7 +68,12 @@ std::string media_type(const std::string& content_type) {
 
 // The host part of a Host header: "localhost:8080" -> "localhost", "[::1]:80" -> "[::1]".
 std::string host_name(const std::string& host) {
-    if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+    if (!host.empty() && host[0] == '[') {
+        // "[::1]" or "[::1]:port"; "[::1].evil.example" is not an address in brackets.
+        size_t end = host.find(']');
+        if (end != std::string::npos && (end + 1 == host.size() || host[end + 1] == ':')) return host.substr(0, end + 1);
+        return host;
+    }
     return host.substr(0, host.find(':'));
 }
 

@@ -216,6 +216,56 @@ TEST_CASE("output parser: reasoning, response and end of turn") {
     CHECK_FALSE(r.ended);
 }
 
+TEST_CASE("output parser: each section boundary on its own") {
+    // Text after the response's close tag (before the message's) is not content.
+    {
+        Expect e{tok()};
+        e.T("Answer.").S("<|close|>").T("response").S("<|sep|>").T("stray trailer").S("<|close|>").T("message").S("<|sep|>");
+        e.S("<|end_of_msg|>");
+        Parsed p = parse(e.ids, false);
+        CHECK(p.content == "Answer.");
+        CHECK(p.reasoning.empty());
+        CHECK(p.ended);
+    }
+    // Text after the message's close tag, with no end token yet, is not content either.
+    {
+        Expect e{tok()};
+        e.T("Answer.").S("<|close|>").T("message").S("<|sep|>").T("after the message");
+        Parsed p = parse(e.ids, false);
+        CHECK(p.content == "Answer.");
+        CHECK_FALSE(p.ended);
+    }
+    // Thinking on and cut off before the think block closes: all of it is reasoning.
+    {
+        Parsed p = parse(tok().encode("still thinking", false), true);
+        CHECK(p.reasoning == "still thinking");
+        CHECK(p.content.empty());
+    }
+    // Thinking on: the think block's close alone moves to the response.
+    {
+        Expect e{tok()};
+        e.T("why").S("<|close|>").T("think").S("<|sep|>").T("what");
+        Parsed p = parse(e.ids, true);
+        CHECK(p.reasoning == "why");
+        CHECK(p.content == "what");
+    }
+    // Thinking off: text is content from the first token.
+    {
+        Parsed p = parse(tok().encode("plain", false), false);
+        CHECK(p.content == "plain");
+        CHECK(p.reasoning.empty());
+    }
+    // [EOS] ends the turn like <|end_of_msg|>; what follows either is dropped.
+    for (const char* end : {"<|end_of_msg|>", "[EOS]"}) {
+        CAPTURE(end);
+        Expect e{tok()};
+        e.T("done").S(end).T("junk");
+        Parsed p = parse(e.ids, false);
+        CHECK(p.content == "done");
+        CHECK(p.ended);
+    }
+}
+
 TEST_CASE("output parser deltas are complete UTF-8 even when tokens split characters") {
     // Feed a response whose characters span several byte tokens, one token at a time.
     Ids ids;

@@ -251,6 +251,61 @@ TEST_CASE("parser: malformed or truncated calls degrade to content, never lose t
     CHECK(x.malformed.find("unknown element 'blob'") != std::string::npos);
 }
 
+TEST_CASE("parser: a typed argument whose body is valid JSON of another type is malformed; its own type passes") {
+    auto one_argument = [](const std::string& type, const std::string& body) {
+        return "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+               "<|open|>argument key=\"v\" type=\"" + type + "\"<|sep|>" + body +
+               "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|end_of_msg|>";
+    };
+    struct Case {
+        const char* type;
+        const char* accepted;           // a body of the declared type, as the arguments carry it
+        std::vector<const char*> other;  // valid JSON of other types: each alone must be refused
+    };
+    const std::vector<Case> cases = {
+        {"number", "-2.5", {"true", "\"3\"", "null", "[3]", "{\"n\":3}"}},
+        {"boolean", "false", {"0", "1", "\"true\"", "null", "[true]"}},
+        {"null", "null", {"0", "false", "\"null\"", "[]", "{}"}},
+        {"object", "{\"a\":[1]}", {"[1]", "\"{}\"", "null", "1", "true"}},
+        {"array", "[1,\"b\"]", {"{\"0\":1}", "\"[]\"", "null", "1", "false"}},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.type);
+        Parsed ok = parse(tok().encode(one_argument(c.type, c.accepted), true), false);
+        CHECK(ok.malformed.empty());
+        CHECK(ok.complete_calls == 1);
+        REQUIRE(ok.calls.size() == 1);
+        CHECK(ok.calls[0].arguments == std::string("{\"v\":") + c.accepted + "}");
+        for (const char* body : c.other) {
+            CAPTURE(body);
+            Parsed bad = parse(tok().encode(one_argument(c.type, body), true), false);
+            CHECK(bad.malformed.find(std::string("not a JSON ") + c.type) != std::string::npos);
+            CHECK(bad.complete_calls == 0);
+            CHECK(bad.content.find(std::string("<|sep|>") + body + "<|close|>argument") != std::string::npos);
+        }
+    }
+    // A json element holds the whole arguments object: valid JSON that is not an object is malformed.
+    auto json_element = [](const std::string& body) {
+        return "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_time\" index=\"1\"<|sep|>"
+               "<|open|>json<|sep|>" + body + "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|end_of_msg|>";
+    };
+    Parsed object = parse(tok().encode(json_element(R"({"zone": "UTC"})"), true), false);
+    CHECK(object.malformed.empty());
+    REQUIRE(object.calls.size() == 1);
+    CHECK(object.calls[0].arguments == R"({"zone":"UTC"})");
+    for (const char* body : {"[1,2]", "\"{}\"", "null", "7", "true"}) {
+        CAPTURE(body);
+        Parsed bad = parse(tok().encode(json_element(body), true), false);
+        CHECK(bad.malformed.find("not a JSON object") != std::string::npos);
+        CHECK(bad.complete_calls == 0);
+    }
+    // A string argument takes any text, JSON or not, as the string's characters.
+    Parsed s = parse(tok().encode(one_argument("string", "true"), true), false);
+    CHECK(s.malformed.empty());
+    REQUIRE(s.calls.size() == 1);
+    CHECK(s.calls[0].arguments == R"({"v":"true"})");
+}
+
 TEST_CASE("parser: without tool parsing a tools channel is dropped as before") {
     ChatOutputParser p(tok(), false);
     std::string content;
