@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "anthropic/messages.h"
 #include "http/connection_probe.h"
 #include "http/http_server.h"
 #include "openai/json_body.h"
@@ -17,6 +18,7 @@
 #include "openai/response.h"
 #include "ops/slots_json.h"
 #include "http/sse.h"
+#include "openai/fields.h"
 #include "status.h"
 #include "k3/error.h"
 #include "web_assets.h"
@@ -32,8 +34,13 @@ void send_json(httplib::Response& res, int status, const json& body) {
     res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-    send_json(res, e.status, error_body(e));
+// Errors in the shape of the API the path belongs to: Anthropic's for /v1/messages, OpenAI's
+// everywhere else.
+void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (is_anthropic_path(req.path))
+        send_json(res, anthropic_status(e), anthropic_error_body(e));
+    else
+        send_json(res, e.status, error_body(e));
     if (int s = retry_after_seconds(e)) res.set_header("Retry-After", std::to_string(s));
 }
 
@@ -188,7 +195,7 @@ struct Router::Impl {
             bool ok = std::any_of(allowed_hosts.begin(), allowed_hosts.end(), [&](const std::string& h) { return iequals(h, host); });
             if (!ok) {
                 state.metrics.count_request(RequestOutcome::Invalid);
-                send_error(res, ApiError(403, "permission_error", "host_not_allowed", "",
+                send_error(req, res, ApiError(403, "permission_error", "host_not_allowed", "",
                                          "Host '" + host + "' is not served: this daemon listens on loopback without an "
                                          "API key and answers only loopback names (add --allowed-hosts or --api-key)"));
                 return HttpServer::HandlerResponse::Handled;
@@ -204,7 +211,7 @@ struct Router::Impl {
         // browser sends without asking first.
         if (req.method == "POST" && !iequals(media_type(req.get_header_value("Content-Type")), "application/json")) {
             state.metrics.count_request(RequestOutcome::Invalid);
-            send_error(res, ApiError(415, "invalid_request_error", "unsupported_media_type", "",
+            send_error(req, res, ApiError(415, "invalid_request_error", "unsupported_media_type", "",
                                      "POST bodies must be sent as Content-Type: application/json"));
             return HttpServer::HandlerResponse::Handled;
         }
@@ -213,17 +220,17 @@ struct Router::Impl {
         bool needs_key = !is_public && (!is_figures_path(path) || config().metrics_auth);
         if (needs_key && !authorized(req)) {
             state.metrics.count_request(RequestOutcome::Unauthorized);
-            send_error(res, unauthorized_error());
+            send_error(req, res, unauthorized_error());
             return HttpServer::HandlerResponse::Handled;
         }
         Phase phase = state.phase.load();
         if (!is_public && !is_figures_path(path) && phase == Phase::Loading) {
             state.metrics.count_request(RequestOutcome::RejectedLoading);
-            send_error(res, loading_error(state.status()));
+            send_error(req, res, loading_error(state.status()));
             return HttpServer::HandlerResponse::Handled;
         }
         if (!is_public && !is_figures_path(path) && phase == Phase::Failed) {
-            send_error(res, model_failed_error(state.status()));
+            send_error(req, res, model_failed_error(state.status()));
             return HttpServer::HandlerResponse::Handled;
         }
         return HttpServer::HandlerResponse::Unhandled;
@@ -237,19 +244,19 @@ struct Router::Impl {
                 fn(req, res);
             } catch (const ApiError& e) {
                 if (e.status < 500) state.metrics.count_request(RequestOutcome::Invalid);
-                send_error(res, e);
+                send_error(req, res, e);
             } catch (const Error& e) {
                 state.metrics.count_request(RequestOutcome::Invalid);
-                send_error(res, engine_error(e.kind() == ErrorKind::Usage, e.what()));
+                send_error(req, res, engine_error(e.kind() == ErrorKind::Usage, e.what()));
             } catch (const json::exception& e) {
                 // Only the client's JSON is read in handlers: a wrong type there is its mistake.
                 state.metrics.count_request(RequestOutcome::Invalid);
-                send_error(res, bad_request("", std::string("the request does not have the expected shape: ") + e.what(),
+                send_error(req, res, bad_request("", std::string("the request does not have the expected shape: ") + e.what(),
                                             "invalid_type"));
             } catch (const std::exception& e) {
                 state.metrics.count_request(RequestOutcome::Error);
                 spdlog::error("{} {}: {}", req.method, req.path, e.what());
-                send_error(res, internal_error(e.what()));
+                send_error(req, res, internal_error(e.what()));
             }
         };
     }
@@ -268,7 +275,7 @@ struct Router::Impl {
             }
             state.metrics.count_request(RequestOutcome::Error);
             spdlog::error("{} {}: {}", req.method, req.path, what);
-            send_error(res, internal_error(what));
+            send_error(req, res, internal_error(what));
         });
         // Fills in an OpenAI error body for errors the front produces itself (404, 405, and the
         // request limits: 400, 408, 413, 414, 415, 431, 501, 503), whose reason says why.
@@ -284,7 +291,7 @@ struct Router::Impl {
                 state.metrics.count_request(res.status == 503  ? RequestOutcome::RejectedFull
                                             : res.status >= 500 ? RequestOutcome::Error
                                                                 : RequestOutcome::Invalid);
-                send_error(res, transport_error(res.status, message));
+                send_error(req, res, transport_error(res.status, message));
                 if (res.status == 503 && !res.has_header("Retry-After")) res.set_header("Retry-After", "2");
             }
             return HttpServer::HandlerResponse::Handled;
@@ -295,8 +302,8 @@ struct Router::Impl {
                           res.status);
         });
 
-        server.Get("/health", wrap([this](const auto&, auto& res) { health(res); }));
-        server.Get("/v1/health", wrap([this](const auto&, auto& res) { health(res); }));
+        server.Get("/health", wrap([this](const auto& req, auto& res) { health(req, res); }));
+        server.Get("/v1/health", wrap([this](const auto& req, auto& res) { health(req, res); }));
         server.Get("/metrics", wrap([this](const auto&, auto& res) {
                        res.set_content(state.metrics.render(state.queue.size(), state.queue.capacity(),
                                                             state.phase.load() == Phase::Ready, state.weights_load()),
@@ -314,6 +321,9 @@ struct Router::Impl {
             server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Completions); }));
         for (const char* path : {"/v1/chat/completions", "/chat/completions"})
             server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::ChatCompletions); }));
+        // Anthropic's Messages API (query strings such as ?beta=true are not part of the path).
+        server.Post("/v1/messages", wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Messages); }));
+        server.Post("/v1/messages/count_tokens", wrap([this](const auto& req, auto& res) { count_tokens(req, res); }));
         for (const char* path : {"/v1/responses", "/responses"})
             server.Post(path, wrap([this](const auto& req, auto& res) { generate(req, res, Endpoint::Responses); }));
         if (config().web_ui) {
@@ -328,19 +338,19 @@ struct Router::Impl {
         }
     }
 
-    void health(httplib::Response& res) {
+    void health(const httplib::Request& req, httplib::Response& res) {
         switch (state.phase.load()) {
             case Phase::Ready: {
                 if (std::string problem = state.liveness ? state.liveness->problem() : ""; !problem.empty()) {
                     bool model = problem.rfind("model", 0) == 0;
-                    send_error(res, ApiError(503, "unavailable_error", model ? "model_unhealthy" : "worker_stuck", "", problem));
+                    send_error(req, res, ApiError(503, "unavailable_error", model ? "model_unhealthy" : "worker_stuck", "", problem));
                     return;
                 }
                 // Serving while the routed experts load: ok, and how far they are. A piece that
                 // failed to load makes the model unhealthy (requests needing it fail).
                 const WeightsLoad w = state.weights_load();
                 if (w.failures > 0) {
-                    send_error(res, ApiError(503, "unavailable_error", "model_unhealthy", "",
+                    send_error(req, res, ApiError(503, "unavailable_error", "model_unhealthy", "",
                                              "model weights failed to load: " + w.first_failure));
                     return;
                 }
@@ -355,13 +365,13 @@ struct Router::Impl {
                 return;
             }
             case Phase::Loading:
-                send_error(res, loading_error(state.status()));
+                send_error(req, res, loading_error(state.status()));
                 return;
             case Phase::Draining:
-                send_error(res, shutting_down_error());
+                send_error(req, res, shutting_down_error());
                 return;
             case Phase::Failed:
-                send_error(res, model_failed_error(state.status()));
+                send_error(req, res, model_failed_error(state.status()));
                 return;
         }
     }
@@ -377,18 +387,28 @@ struct Router::Impl {
                         {"n_ctx_max", state.info.n_ctx_max},
                         {"shape", state.info.shape},
                         {"fingerprint", state.info.fingerprint}}}};
-        send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+        // Anthropic's model object and list fields too (the Anthropic SDK's models.list reads
+        // them; OpenAI's schema allows the extra keys), so one route serves both SDKs.
+        char created_at[32];
+        std::time_t start = std::time_t(state.start_time);
+        std::strftime(created_at, sizeof created_at, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start));
+        model["type"] = "model";
+        model["display_name"] = state.limits.model_name;
+        model["created_at"] = created_at;
+        send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}, {"has_more", false},
+                             {"first_id", state.limits.model_name}, {"last_id", state.limits.model_name}});
     }
 
     // GET /v1/models/{id} (the SDK's models.retrieve).
     void model(const httplib::Request& req, httplib::Response& res) {
         std::string id = req.path.substr(std::string("/v1/models/").size());
-        if (id != state.limits.model_name)
+        if (id != state.limits.model_name && (state.limits.strict_model_name || id.empty()))
             throw ApiError(404, "not_found_error", "model_not_found", "model",
                            "The model '" + id + "' does not exist; this server serves '" + state.limits.model_name + "'");
-        json list;
         models(res);
-        res.body = dump(json::parse(res.body)["data"][0]);
+        json one = json::parse(res.body)["data"][0];
+        one["id"] = one["display_name"] = id;  // any name is served by the loaded model (--strict-model-name: only its own)
+        res.body = dump(one);
     }
 
     void props(httplib::Response& res) {
@@ -414,6 +434,14 @@ struct Router::Impl {
                    {{"temperature", 1.0}, {"top_p", 1.0}, {"completions_max_tokens", 16},
                     {"chat_max_tokens", "rest of the context"}, {"thinking", false}}}};
         send_json(res, 200, j);
+    }
+
+    // POST /v1/messages/count_tokens: {"input_tokens": N}.
+    void count_tokens(const httplib::Request& req, httplib::Response& res) {
+        json body = parse_json_body(req.body, json_limits());
+        IgnoredFields ignored;
+        IgnoredFieldsScope scope(ignored);
+        send_json(res, 200, {{"input_tokens", count_message_tokens(body, *state.tokenizer, state.limits)}});
     }
 
     void tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -517,11 +545,17 @@ struct Router::Impl {
         }
         json body = parse_json_body(req.body, json_limits());
         GenerationRequest g;
-        switch (endpoint) {
-            case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits, req.body); break;
-            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state.tokenizer, state.limits, req.body); break;
-            case Endpoint::Responses: g = parse_responses_request(body, *state.tokenizer, state.limits, req.body); break;
+        IgnoredFields ignored;
+        {
+            IgnoredFieldsScope scope(ignored);
+            switch (endpoint) {
+                case Endpoint::Completions: g = parse_completion_request(body, *state.tokenizer, state.limits, req.body); break;
+                case Endpoint::ChatCompletions: g = parse_chat_request(body, *state.tokenizer, state.limits, req.body); break;
+                case Endpoint::Responses: g = parse_responses_request(body, *state.tokenizer, state.limits, req.body); break;
+                case Endpoint::Messages: g = parse_messages_request(body, *state.tokenizer, state.limits, req.body); break;
+            }
         }
+        report_tolerance(req, res, g, ignored);
         std::unique_ptr<Responder> responder = make_responder(g, state.info.fingerprint);
         auto job = std::make_shared<Job>();
         job->id = state.next_job_id++;
@@ -542,13 +576,37 @@ struct Router::Impl {
                 throw shutting_down_error();
         }
         if (g.stream)
-            stream(ex, res);
+            stream(req, ex, res);
         else
-            respond_whole(ex, res);
+            respond_whole(req, ex, res);
+    }
+
+    // What the tolerance policy did to this request (openai/fields.h), told to the operator (the
+    // log, /metrics) and to the client (response headers).
+    void report_tolerance(const httplib::Request& req, httplib::Response& res, const GenerationRequest& g,
+                          const IgnoredFields& ignored) {
+        state.metrics.count_ignored(ignored.fields.size(), ignored.tools.size());
+        auto joined = [](const std::vector<std::string>& v) {
+            std::string out;
+            for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+            return out;
+        };
+        if (!ignored.fields.empty()) spdlog::debug("{} {}: ignored unknown fields: {}", req.method, req.path, joined(ignored.fields));
+        if (!ignored.tools.empty()) {
+            spdlog::info("{} {}: left out tools this server cannot run: {}", req.method, req.path, joined(ignored.tools));
+            res.set_header("X-K3-Ignored-Tools", joined(ignored.tools));
+        }
+        if (!g.clamp.param.empty()) {
+            state.metrics.count_max_tokens_clamped();
+            spdlog::info("{} {}: {} {} lowered to {}, what the context leaves", req.method, req.path, g.clamp.param,
+                         g.clamp.asked, g.clamp.granted);
+            res.set_header("X-K3-Max-Tokens-Clamped",
+                           g.clamp.param + "=" + std::to_string(g.clamp.asked) + "; granted=" + std::to_string(g.clamp.granted));
+        }
     }
 
     // Non-streaming: collect everything, answer once. A client that leaves cancels the job.
-    void respond_whole(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+    void respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
         // counted like a stream, so a shutdown waits for this answer too
         ++state.open_streams;
         struct Closed {
@@ -559,7 +617,7 @@ struct Router::Impl {
             for (auto& e : ex->job->channel->pop_all(kPollInterval)) {
                 if (e.kind == JobEvent::Kind::Error) {
                     ex->job->channel->close();
-                    send_error(res, api_error(e.failure));
+                    send_error(req, res, api_error(e.failure));
                     return;
                 }
                 ex->responder->collect(e);
@@ -579,7 +637,7 @@ struct Router::Impl {
 
     // Streaming: wait briefly for the first event so that an early error is a plain HTTP error;
     // after that (or after the first ping interval) commit to 200 + SSE.
-    void stream(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+    void stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
         // Counted from here (not from the commit), so a shutdown that cancels the job before its
         // first event still waits for this handler to answer.
         ++state.open_streams;
@@ -596,7 +654,7 @@ struct Router::Impl {
         }
         if (!ex->pending.empty() && ex->pending.front().kind == JobEvent::Kind::Error) {
             ex->job->channel->close();
-            send_error(res, api_error(ex->pending.front().failure));
+            send_error(req, res, api_error(ex->pending.front().failure));
             --state.open_streams;
             return;
         }
@@ -629,7 +687,7 @@ struct Router::Impl {
                     }
                     if (ok && events.empty() &&
                         std::chrono::duration<double>(Clock::now() - last_write).count() >= ping_s) {
-                        ok = write(sse::ping());
+                        ok = write(ex->responder->keep_alive());
                         last_write = Clock::now();
                     }
                     if (ok && !ex->check_client()) ok = false;

@@ -136,6 +136,39 @@ ModelConfig demo() {
     return c;
 }
 
+// What the coding agents need of a test model (docs/agents.md): a context their first prompts
+// fit (12k-41k tokens, plus room to answer), the demo's real vocabulary so those prompts
+// tokenize into ~2 bytes a token, and so few and so narrow layers that a 40k-token prompt is
+// evaluated in seconds on two cores: one dense KDA layer and one MLA MoE layer (the last layer
+// is full attention, as in K3), hidden 64.
+ModelConfig agent() {
+    ModelConfig c = k3_family_defaults();
+    c.hidden_size = 64;
+    c.num_hidden_layers = 2;
+    c.vocab_size = 4096;
+    c.intermediate_size = 64;
+    c.first_k_dense_replace = 1;
+    c.attn_res_block_size = 2;
+    c.max_position_embeddings = 65536;
+    c.num_attention_heads = 2;
+    c.q_lora_rank = 32;
+    c.kv_lora_rank = 32;
+    c.qk_nope_head_dim = 16;
+    c.qk_rope_head_dim = 8;
+    c.v_head_dim = 16;
+    c.kda_num_heads = 2;
+    c.kda_head_dim = 16;
+    c.short_conv_kernel_size = 4;
+    c.full_attn_layers = {2};
+    c.num_experts = 4;
+    c.num_experts_per_token = 2;
+    c.num_shared_experts = 1;
+    c.routed_expert_hidden_size = 32;
+    c.moe_intermediate_size = 32;
+    finish(c);
+    return c;
+}
+
 // design/performance.md, "The benchmark model": exactly this shape, so that every engine is
 // measured on the same bytes.
 ModelConfig k3_mini() {
@@ -206,6 +239,8 @@ const std::vector<ModelPreset>& model_presets() {
         {"tiny", "spec 1.3 test shape: 13 layers, hidden 128, 8 experts top-2, vocab 512", tiny(), 2},
         {"tiny-wide", "second small shape: 10 layers, hidden 160, 12 experts top-3, 2 dense layers", tiny_wide(), 3},
         {"demo", "serves instantly: 8 layers, hidden 256, 16 experts top-4, vocab 4096", demo(), 2},
+        {"agent", "coding-agent test bed: 64k context, 2 layers, hidden 64, vocab 4096 (prefills 40k tokens in seconds)",
+         agent(), 1},
         {"k3-mini", "benchmark shape of design/performance.md: 24 layers, hidden 2048, 256 experts (~9.3 GB)",
          k3_mini(), 4},
         {"k3-slice", "Kimi K3's real layer sizes, 3 layers, 32 experts top-16, vocab 16384 (~5.6 GB)", k3_slice(), 2},

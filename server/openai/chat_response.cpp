@@ -42,7 +42,8 @@ public:
 private:
     json event_chunk(const JobEvent& e) override {
         json delta = json::object();
-        if (!e.reasoning.empty()) delta["reasoning_content"] = e.reasoning;
+        // Both names: llama-server/vLLM clients read reasoning_content, OpenRouter-style ones reasoning.
+        if (!e.reasoning.empty()) delta["reasoning_content"] = delta["reasoning"] = e.reasoning;
         if (!e.content.empty()) delta["content"] = e.content;
         if (!e.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas(choice(e), e.tool_calls);
         bool done = e.kind == JobEvent::Kind::Done;
@@ -61,7 +62,7 @@ private:
 
     void add_output(json& out, const ChatChoice& c) const override {
         json message = {{"role", "assistant"}, {"content", c.content}, {"refusal", nullptr}};
-        if (thinking_) message["reasoning_content"] = c.reasoning;
+        if (thinking_) message["reasoning_content"] = message["reasoning"] = c.reasoning;
         if (!c.calls.empty() && !c.malformed) {
             json calls = json::array();
             for (const auto& call : c.calls)

@@ -97,11 +97,24 @@ void refuse_nonzero(const json& body, const char* key, const std::string& why) {
     if (x && *x != 0) throw bad_request(key, std::string("'") + key + "' is not supported: " + why, "unsupported_parameter");
 }
 
-// Strict objects: every key must be known (a typo here changes meaning silently otherwise).
+namespace {
+thread_local IgnoredFields* current_ignored = nullptr;
+}  // namespace
+
+IgnoredFieldsScope::IgnoredFieldsScope(IgnoredFields& sink) : previous_(current_ignored) { current_ignored = &sink; }
+IgnoredFieldsScope::~IgnoredFieldsScope() { current_ignored = previous_; }
+
+void note_ignored_field(const std::string& path) {
+    if (current_ignored) current_ignored->fields.push_back(path);
+}
+
+void note_ignored_tool(const std::string& what) {
+    if (current_ignored) current_ignored->tools.push_back(what);
+}
+
 void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
     for (auto it = obj.begin(); it != obj.end(); ++it)
-        if (!allowed.count(it.key()))
-            throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
+        if (!allowed.count(it.key())) note_ignored_field(where.empty() ? it.key() : where + "." + it.key());
 }
 
 }  // namespace k3::server

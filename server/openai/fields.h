@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace k3::server {
 
@@ -26,7 +27,32 @@ std::optional<bool> get_bool(const json& body, const char* key);
 std::optional<std::string> get_string(const json& body, const char* key);
 // A number field that must be absent or 0 (a feature this server does not have).
 void refuse_nonzero(const json& body, const char* key, const std::string& why);
-// Strict objects: every key must be known (a typo here changes meaning silently otherwise).
+// The tolerance policy of every API (docs/api.md, "Unknown fields"): a field we do not know is
+// ignored wherever it sits, because clients add fields faster than servers learn them (Codex
+// sends `client_metadata`, the Agents SDK `annotations` inside content parts); a known field
+// whose value we cannot honour is a 400 naming it. check_keys records the unknown keys of `obj`
+// as "where.key" in the IgnoredFields of the request being parsed on this thread.
 void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where);
+
+// The fields a request's parser ignored, and the tools it left out of the prompt. One per
+// request, installed for the parse on the HTTP thread that runs it (the parsers are plain
+// functions called from many places; a scope saves threading a collector through each).
+struct IgnoredFields {
+    std::vector<std::string> fields;  // "messages[0].content[1].annotations", ...
+    std::vector<std::string> tools;   // tools we cannot run, by type or name ("web_search")
+};
+class IgnoredFieldsScope {
+public:
+    explicit IgnoredFieldsScope(IgnoredFields& sink);
+    ~IgnoredFieldsScope();
+    IgnoredFieldsScope(const IgnoredFieldsScope&) = delete;
+    IgnoredFieldsScope& operator=(const IgnoredFieldsScope&) = delete;
+
+private:
+    IgnoredFields* previous_;
+};
+// Records an ignored field or a tool left out (no-op outside a scope).
+void note_ignored_field(const std::string& path);
+void note_ignored_tool(const std::string& what);
 
 }  // namespace k3::server

@@ -12,12 +12,29 @@ namespace k3::server {
 
 namespace {
 
+// Any name is served by the loaded model and echoed back as sent, unless --strict-model-name.
 std::string check_model(const json& body, const ModelLimits& limits) {
     auto model = get_string(body, "model");
-    if (model && *model != limits.model_name)
+    if (model && *model != limits.model_name && limits.strict_model_name)
         throw ApiError(404, "not_found_error", "model_not_found", "model",
                        "The model '" + *model + "' does not exist; this server serves '" + limits.model_name + "'");
-    return limits.model_name;
+    return model && !model->empty() ? *model : limits.model_name;
+}
+
+// The top-level fields each endpoint knows; the rest are ignored and counted (check_keys).
+// OpenAI's fields that change nothing here (store, metadata, service_tier, ...) are known.
+const std::set<std::string>& known_common_fields() {
+    static const std::set<std::string> keys = {
+        "model", "n", "best_of", "presence_penalty", "frequency_penalty", "logit_bias", "response_format",
+        "json_schema", "user", "temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "stop",
+        "stop_token_ids", "stream", "stream_options", "max_tokens", "logprobs", "store", "metadata",
+        "service_tier", "prompt_cache_key", "safety_identifier"};
+    return keys;
+}
+void check_top_level(const json& body, std::initializer_list<const char*> endpoint_keys) {
+    std::set<std::string> keys = known_common_fields();
+    keys.insert(endpoint_keys.begin(), endpoint_keys.end());
+    check_keys(body, keys, "");
 }
 
 // Fields common to both endpoints: sampling, stop, seed, stream, n, and what we refuse.
@@ -125,13 +142,12 @@ void check_lengths(GenerationRequest& r, const ModelLimits& limits, std::optiona
                           "context_length_exceeded");
     // In long long: max_tokens may be anything up to kHugeCount, and must not wrap.
     long long max_new = max_tokens ? *max_tokens : std::min<long long>(default_max_tokens, limits.n_ctx - prompt_len);
-    if (prompt_len + max_new > limits.n_ctx)
-        throw bad_request(max_param,
-                          "This model's maximum context length is " + std::to_string(limits.n_ctx) +
-                              " tokens. However, you requested " + std::to_string(prompt_len + max_new) + " tokens (" +
-                              std::to_string(prompt_len) + " in the prompt, " + std::to_string(max_new) +
-                              " in the completion). Please reduce the prompt or the completion length.",
-                          "context_length_exceeded");
+    // More than the context leaves becomes what it leaves: a finish of "length" then means the
+    // context really ran out, and the client is told in a header (http.cpp).
+    if (prompt_len + max_new > limits.n_ctx) {
+        r.clamp = {max_param, max_new, int(limits.n_ctx - prompt_len)};
+        max_new = limits.n_ctx - prompt_len;
+    }
     r.params.max_tokens = int(max_new);  // <= n_ctx here
 }
 
@@ -155,12 +171,17 @@ std::string message_content(const json& m, size_t index) {
     if (c->is_string()) return c->get<std::string>();
     if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
     std::string text;
-    for (const auto& part : *c) {
-        if (!part.is_object() || string_field(part, "type", where + ".type") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-            throw bad_request(where, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
-        check_keys(part, {"type", "text"}, where);
-        text += part["text"].get<std::string>();
+    for (size_t j = 0; j < c->size(); ++j) {
+        const json& part = (*c)[j];
+        std::string at = where + "[" + std::to_string(j) + "]";
+        if (!part.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+        // An assistant's refusal part is what it said (the Agents SDK sends its history back so).
+        std::string type = string_field(part, "type", at + ".type");
+        const char* key = type == "refusal" ? "refusal" : "text";
+        if ((type != "text" && type != "refusal") || !part.contains(key) || !part[key].is_string())
+            throw bad_request(at, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
+        check_keys(part, {"type", key}, at);
+        text += part[key].get<std::string>();
     }
     return text;
 }
@@ -257,8 +278,8 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
         ChatMessage cm;
         cm.role = *role == "developer" ? "system" : *role;
         if (cm.role == "assistant")
-            check_keys(m, {"role", "content", "name", "reasoning_content", "refusal", "parsed", "annotations", "audio",
-                           "function_call", "tool_calls"},
+            check_keys(m, {"role", "content", "name", "reasoning_content", "reasoning", "refusal", "parsed", "annotations",
+                           "audio", "function_call", "tool_calls"},
                        where);
         else if (cm.role == "tool")
             check_keys(m, {"role", "content", "tool_call_id"}, where);
@@ -274,7 +295,9 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
         cm.content = message_content(m, i);
         if (cm.role != "tool") cm.name = get_string(m, "name").value_or("");
         if (cm.role == "assistant") {
+            // Reasoning under either name (clients read and send back one or the other).
             if (auto rc = get_string(m, "reasoning_content")) cm.reasoning_content = *rc;
+            else if (auto r = get_string(m, "reasoning")) cm.reasoning_content = *r;
             // A refusal is what the assistant said when it had no content.
             if (auto refusal = get_string(m, "refusal"); refusal && cm.content.empty()) cm.content = *refusal;
             if (const json* a = field(m, "annotations"); a && !a->is_array())
@@ -307,6 +330,7 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
     GenerationRequest r;
     r.endpoint = Endpoint::Completions;
     parse_common(body, raw_body, limits, r);
+    check_top_level(body, {"prompt", "suffix", "echo", "skip_special_tokens", "tools", "functions"});
     for (const char* key : {"tools", "functions"})
         if (const json* tools = field(body, key); tools && !(tools->is_array() && tools->empty()))
             throw bad_request(key, std::string("'") + key + "' (function calling) needs /v1/chat/completions or /v1/responses",
@@ -349,6 +373,9 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     GenerationRequest r;
     r.endpoint = Endpoint::ChatCompletions;
     parse_common(body, raw_body, limits, r);
+    check_top_level(body, {"messages", "max_completion_tokens", "top_logprobs", "tools", "functions", "tool_choice",
+                           "function_call", "parallel_tool_calls", "thinking", "reasoning_effort", "chat_template_kwargs",
+                           "modalities", "verbosity", "prediction", "web_search_options", "audio"});
     const json* messages = field(body, "messages");
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");

@@ -22,10 +22,24 @@ struct ModelLimits {
     int n_ctx = 0;             // session context
     int max_prompt_tokens = 0; // <= n_ctx - 1
     int n_vocab = 0;
+    // --strict-model-name: a request naming another model is a 404. Otherwise any name is
+    // served by the one loaded model and echoed back (agents hard-code names like gpt-5).
+    bool strict_model_name = false;
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).
-enum class Endpoint { Completions, ChatCompletions, Responses };
+enum class Endpoint { Completions, ChatCompletions, Responses, Messages };
+
+// An output limit above what the context leaves, lowered to what it leaves (docs/api.md,
+// "Output limits"): agents ask for 32000 or 128000 whatever the context.
+struct MaxTokensClamp {
+    std::string param;       // "" = not clamped
+    long long asked = 0;
+    int granted = 0;
+};
+
+// A namespace tool's functions are offered to the model as NAMESPACE + this + NAME.
+inline constexpr const char* kNamespaceSeparator = ".";
 
 // A validated request, ready to become a Job.
 struct GenerationRequest {
@@ -36,7 +50,10 @@ struct GenerationRequest {
     bool include_usage = false;
     bool echo = false;          // completions: prepend the prompt text
     std::string echo_text;
-    std::string model;          // as reported back
+    std::string model;          // as reported back: the name the client sent, else the served id
+    MaxTokensClamp clamp;
+    bool hide_reasoning = false;  // Messages: thinking.display "omitted" (the text rides in the signature)
+    std::vector<std::string> tool_namespaces;  // /v1/responses: namespace tools offered as "NS.name"
     json responses_echo;        // /v1/responses: the request settings the response object repeats
 };
 

@@ -9,8 +9,11 @@ namespace k3::server {
 
 std::string Responder::stream_error(const ApiError& error) { return sse::data(dump(error_body(error))) + sse::done(); }
 
+std::string Responder::keep_alive() { return sse::ping(); }
+
 std::unique_ptr<Responder> make_responder(const GenerationRequest& request, const std::string& model_fingerprint) {
     if (request.endpoint == Endpoint::Responses) return make_responses_responder(request);
+    if (request.endpoint == Endpoint::Messages) return make_messages_responder(request);
     bool chat = request.endpoint == Endpoint::ChatCompletions;
     ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), (long long)std::time(nullptr), request.model,
                     "k3serve-" K3_VERSION "-" + model_fingerprint.substr(0, 12)};

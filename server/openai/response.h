@@ -32,6 +32,9 @@ public:
     virtual std::string stream_event(const JobEvent& event) = 0;
     // Frames for a failure after the stream began; they end the stream.
     virtual std::string stream_error(const ApiError& error);
+    // What keeps a quiet stream alive while the request waits or its prompt is evaluated (an SSE
+    // comment; Anthropic clients count only events, so theirs is an `event: ping`).
+    virtual std::string keep_alive();
 
     // Whole response: every Delta and the Done event go through collect(), then body().
     virtual void collect(const JobEvent& event) = 0;
@@ -60,5 +63,6 @@ std::string random_id(const char* prefix);
 std::unique_ptr<Responder> make_completion_responder(const GenerationRequest& request, ResponseIds ids);
 std::unique_ptr<Responder> make_chat_responder(const GenerationRequest& request, ResponseIds ids);
 std::unique_ptr<Responder> make_responses_responder(const GenerationRequest& request);
+std::unique_ptr<Responder> make_messages_responder(const GenerationRequest& request);  // anthropic/response.cpp
 
 }  // namespace k3::server

@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "openai/request.h"
+#include "openai/fields.h"
 
 namespace k3::server {
 
@@ -68,7 +69,7 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, std::stri
     auto only_keys = [&](const json& obj, std::initializer_list<const char*> keys, const std::string& where) {
         for (auto it = obj.begin(); it != obj.end(); ++it)
             if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
-                throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
+                note_ignored_field(where + "." + it.key());
     };
     if (type == "text") {
         only_keys(rf, {"type"}, "response_format");

@@ -85,9 +85,10 @@ json translate_input(const json& body) {
                 messages.push_back({{"role", *role}, {"content", text}});
             }
         } else if (type == "function_call") {
-            check_keys(item, {"type", "call_id", "name", "arguments", "id", "status"}, where);
+            check_keys(item, {"type", "call_id", "name", "namespace", "arguments", "id", "status"}, where);
             auto call_id = get_string(item, "call_id");
             auto name = get_string(item, "name");
+            if (auto ns = get_string(item, "namespace"); ns && !ns->empty() && name) *name = *ns + kNamespaceSeparator + *name;
             if (!call_id || !name)
                 throw bad_request(where, "'" + where + "' needs call_id and name", "missing_required_parameter");
             json& m = assistant();
@@ -96,7 +97,7 @@ json translate_input(const json& body) {
                                        {"type", "function"},
                                        {"function", {{"name", *name}, {"arguments", get_string(item, "arguments").value_or("{}")}}}});
         } else if (type == "function_call_output") {
-            check_keys(item, {"type", "call_id", "output", "id", "status"}, where);
+            check_keys(item, {"type", "call_id", "output", "name", "namespace", "id", "status"}, where);
             auto call_id = get_string(item, "call_id");
             const json* output = field(item, "output");
             if (!call_id || !output)
@@ -125,7 +126,7 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
                 "temperature", "top_p", "top_k", "min_p", "seed", "stream", "stream_options", "reasoning", "text",
                 "store", "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier", "truncation",
                 "include", "previous_response_id", "background", "conversation", "top_logprobs", "max_tool_calls"},
-               "request");
+               "");
     for (const char* key : {"previous_response_id", "conversation"})
         if (field(body, key))
             throw bad_request(key, std::string("'") + key + "' needs stored responses, which this server does not keep: "
@@ -135,6 +136,7 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
         throw bad_request("background", "background responses are not supported", "unsupported_parameter");
 
     json chat = {{"messages", translate_input(body)}};
+    std::vector<std::string> namespaces;
     for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream", "parallel_tool_calls"})
         if (const json* v = field(body, key)) chat[key] = *v;
     if (const json* so = field(body, "stream_options")) {
@@ -149,16 +151,41 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
     if (const json* tools = field(body, "tools")) {
         if (!tools->is_array()) throw bad_request("tools", "'tools' must be an array", "invalid_type");
         json chat_tools = json::array();
+        auto add_function = [&](const json& t, const std::string& prefix) {
+            json function = t;
+            function.erase("type");
+            if (!prefix.empty() && function.contains("name") && function["name"].is_string())
+                function["name"] = prefix + function["name"].get<std::string>();
+            chat_tools.push_back({{"type", "function"}, {"function", function}});
+        };
         for (size_t i = 0; i < tools->size(); ++i) {
             const json& t = (*tools)[i];
             std::string where = "tools[" + std::to_string(i) + "]";
-            std::string type = t.is_object() ? t.value("type", "") : "";
-            if (type != "function")
-                throw bad_request(where + ".type", "only function tools are supported (got \"" + type + "\")",
-                                  "unsupported_parameter");
-            json function = t;
-            function.erase("type");
-            chat_tools.push_back({{"type", "function"}, {"function", function}});
+            if (!t.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
+            std::string type = string_field(t, "type", where + ".type");
+            if (type == "function") {
+                add_function(t, "");
+            } else if (type == "namespace") {
+                // A namespace's functions are offered as "NAMESPACE.NAME"; their calls come back
+                // as {namespace, name} (openai/responses_response.cpp splits them again).
+                std::string ns = string_field(t, "name", where + ".name");
+                namespaces.push_back(ns);
+                const json* inner = field(t, "tools");
+                if (ns.empty() || !inner || !inner->is_array())
+                    throw bad_request(where, "a namespace tool needs a 'name' and an array of 'tools'", "invalid_type");
+                for (size_t j = 0; j < inner->size(); ++j) {
+                    const json& f = (*inner)[j];
+                    if (f.is_object() && f.value("type", "function") == "function")
+                        add_function(f, ns + kNamespaceSeparator);
+                    else
+                        note_ignored_tool(ns + "." + (f.is_object() ? f.value("type", "?") : "?"));
+                }
+            } else {
+                // Hosted tools (web_search, file_search, code_interpreter, mcp, ...) and custom
+                // grammar tools run on OpenAI's side or need a grammar we do not take: left out of
+                // the prompt, and said so (X-K3-Ignored-Tools, the log).
+                note_ignored_tool(type.empty() ? where : type);
+            }
         }
         chat["tools"] = chat_tools;
     }
@@ -207,6 +234,7 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
     // on to where the chat parser looks for it.
     GenerationRequest r = parse_chat_request(chat, tok, limits, responses_schema_source(raw_body));
     r.endpoint = Endpoint::Responses;
+    r.tool_namespaces = std::move(namespaces);
     // What the response object reports back about the request.
     json& echo = r.responses_echo;
     echo["instructions"] = body.value("instructions", json(nullptr));

@@ -17,7 +17,8 @@ namespace {
 class ResponsesResponder : public Responder {
 public:
     ResponsesResponder(const GenerationRequest& r, std::string model)
-        : id_(random_id("resp_")), created_(std::time(nullptr)), model_(std::move(model)), echo_(r.responses_echo) {}
+        : id_(random_id("resp_")), created_(std::time(nullptr)), model_(std::move(model)), echo_(r.responses_echo),
+          namespaces_(r.tool_namespaces) {}
 
     std::string stream_start() override {
         streaming_ = true;
@@ -70,6 +71,7 @@ private:
         int output_index = 0;
         std::string text;     // reasoning or message text, or the call's arguments
         std::string name, call_id;
+        std::string ns;       // a namespace tool's call: its namespace (name is then the function's)
         bool done = false;
 
         static Item make(ItemType type, std::string id) {
@@ -104,6 +106,15 @@ private:
     void open_call(const std::string& name) {
         Item item = Item::make(ItemType::FunctionCall, random_id("fc_"));
         item.name = name;
+        // "NAMESPACE.NAME" was offered for a namespace's function: the client wants it split.
+        for (const auto& ns : namespaces_) {
+            std::string prefix = ns + kNamespaceSeparator;
+            if (name.rfind(prefix, 0) == 0 && name.size() > prefix.size()) {
+                item.ns = ns;
+                item.name = name.substr(prefix.size());
+                break;
+            }
+        }
         item.call_id = random_id("call_");
         open_item(std::move(item));
     }
@@ -180,9 +191,12 @@ private:
                 if (it.done) content.push_back(text_part("output_text", it.text));
                 return {{"type", "message"}, {"id", it.id}, {"status", status}, {"role", "assistant"}, {"content", content}};
             }
-            case ItemType::FunctionCall:
-                return {{"type", "function_call"}, {"id", it.id},     {"call_id", it.call_id},
-                        {"name", it.name},         {"arguments", it.done ? it.text : ""}, {"status", status}};
+            case ItemType::FunctionCall: {
+                json call = {{"type", "function_call"}, {"id", it.id},     {"call_id", it.call_id},
+                             {"name", it.name},         {"arguments", it.done ? it.text : ""}, {"status", status}};
+                if (!it.ns.empty()) call["namespace"] = it.ns;
+                return call;
+            }
         }
         return json::object();
     }
@@ -223,6 +237,7 @@ private:
     long long created_;
     std::string model_;
     json echo_;
+    std::vector<std::string> namespaces_;
     bool streaming_ = false;
     int sequence_ = 0;
     std::string frames_;

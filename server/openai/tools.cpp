@@ -10,10 +10,7 @@ namespace k3::server {
 
 json check_function_tool(const json& function, const std::string& where) {
     if (!function.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
-    static const std::set<std::string> known = {"name", "description", "parameters", "strict"};
-    for (auto it = function.begin(); it != function.end(); ++it)
-        if (!known.count(it.key()))
-            throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
+    check_keys(function, {"name", "description", "parameters", "strict"}, where);
     const json* name = field(function, "name");
     if (!name || !name->is_string())
         throw bad_request(where + ".name", "'" + where + ".name' is required", "missing_required_parameter");
@@ -77,11 +74,15 @@ ToolRequest parse_chat_tools(const json& body) {
         for (size_t i = 0; i < tools->size(); ++i) {
             const json& tool = (*tools)[i];
             std::string where = "tools[" + std::to_string(i) + "]";
-            if (!tool.is_object() || tool.value("type", "") != "function")
-                throw bad_request(where, "only {\"type\":\"function\"} tools are supported", "unsupported_parameter");
-            for (auto it = tool.begin(); it != tool.end(); ++it)
-                if (it.key() != "type" && it.key() != "function")
-                    throw bad_request(where, "unknown field '" + it.key() + "' in '" + where + "'", "unknown_field");
+            if (!tool.is_object()) throw bad_request(where, "'" + where + "' must be an object", "invalid_type");
+            std::string type = string_field(tool, "type", where + ".type");
+            if (type != "function") {
+                // A tool this server cannot run (a hosted one, or a custom grammar tool): left out
+                // of the prompt, so the model is never offered it (docs/api.md, "Tools").
+                note_ignored_tool(type.empty() ? where : type);
+                continue;
+            }
+            check_keys(tool, {"type", "function"}, where);
             if (!field(tool, "function"))
                 throw bad_request(where + ".function", "'" + where + ".function' is required", "missing_required_parameter");
             t.tools.push_back(check_function_tool(tool["function"], where + ".function"));

@@ -98,6 +98,7 @@ const std::vector<Setting>& settings() {
     static const std::vector<Setting> table = {
         string_setting("model", &DaemonConfig::model_dir),
         string_setting("model_alias", &DaemonConfig::model_alias),
+        bool_setting("strict_model_name", &DaemonConfig::strict_model_name),
         string_setting("host", &DaemonConfig::host),
         int_setting("port", &DaemonConfig::port, 0, 65535),
         int_setting("threads", &DaemonConfig::threads, 0, 4096),
@@ -240,6 +241,8 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --max-prompt-tokens N     prompt length limit, 0 = the context size (default 0)
   --n-ctx N                 context size in tokens, 0 = min(model maximum, 32768)
   --model-alias NAME        model id to report (default: the directory name)
+  --strict-model-name BOOL  refuse requests naming another model with a 404 (default false:
+                            any name is served by the loaded model and echoed back)
   --log-format text|json    log lines as plain text or JSON (default text)
   --log-level LEVEL         trace, debug, info, warn, error (default info)
   --web-ui BOOL             serve the web UI at / (default true)
@@ -391,6 +394,7 @@ json DaemonConfig::to_json() const {
     return json{
         {"model", model_dir},
         {"model_alias", model_alias},
+        {"strict_model_name", strict_model_name},
         {"host", host},
         {"port", port},
         {"threads", threads},

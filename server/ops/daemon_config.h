@@ -21,6 +21,7 @@ inline MemoryOptions serve_memory_defaults() {
 struct DaemonConfig {
     std::string model_dir;
     std::string model_alias;          // name in /v1/models and responses ("" = directory name)
+    bool strict_model_name = false;   // a request naming another model is a 404 (default: served)
     std::string host = "127.0.0.1";
     int port = 8080;
     int threads = 0;                  // compute threads; 0 = physical cores

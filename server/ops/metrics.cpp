@@ -108,6 +108,17 @@ void Metrics::count_slow_client() {
     ++slow_clients_;
 }
 
+void Metrics::count_ignored(size_t fields, size_t tools) {
+    std::lock_guard lock(mutex_);
+    ignored_fields_ += fields;
+    ignored_tools_ += tools;
+}
+
+void Metrics::count_max_tokens_clamped() {
+    std::lock_guard lock(mutex_);
+    ++max_tokens_clamped_;
+}
+
 void Metrics::add_generated_tokens(int n, double decode_seconds) {
     std::lock_guard lock(mutex_);
     generated_tokens_ += static_cast<uint64_t>(n);
@@ -186,6 +197,15 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:slow_client_cancellations_total", "counter",
                  "Jobs cancelled because their client did not take their output (--client-buffer-kb).",
                  double(slow_clients_));
+    write_metric(out, "k3serve:ignored_fields_total", "counter",
+                 "Request fields this server does not know, ignored (their names are logged at debug level).",
+                 double(ignored_fields_));
+    write_metric(out, "k3serve:ignored_tools_total", "counter",
+                 "Tools left out of the prompt because this server cannot run them (hosted tools such as web_search).",
+                 double(ignored_tools_));
+    write_metric(out, "k3serve:max_tokens_clamped_total", "counter",
+                 "Requests whose output limit was above what the context leaves, lowered to it.",
+                 double(max_tokens_clamped_));
     ttft_.render(out, "k3serve:time_to_first_token_seconds", "Time from arrival to the first generated token.");
     token_latency_.render(out, "k3serve:time_per_output_token_seconds", "Time between generated tokens.");
 

@@ -68,6 +68,10 @@ public:
     void count_tool_call_parse_failure();
     // A job was cancelled because its client did not take its output (--client-buffer-kb).
     void count_slow_client();
+    // The tolerance policy (openai/fields.h): fields ignored, tools left out of the prompt, and
+    // output limits lowered to what the context leaves.
+    void count_ignored(size_t fields, size_t tools);
+    void count_max_tokens_clamped();
     void add_generated_tokens(int n, double decode_seconds);
     void observe_ttft(double seconds);
     void observe_token_latency(double seconds);
@@ -87,6 +91,7 @@ private:
     std::map<RequestOutcome, uint64_t> requests_;
     uint64_t tool_call_parse_failures_ = 0;
     uint64_t slow_clients_ = 0;
+    uint64_t ignored_fields_ = 0, ignored_tools_ = 0, max_tokens_clamped_ = 0;
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, generated_seconds_ = 0;
     int processing_ = 0;

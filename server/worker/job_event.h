@@ -41,6 +41,7 @@ struct JobEvent {
     // streamed so far are void (a whole response drops them).
     bool tool_calls_malformed = false;
     FinishReason finish_reason = FinishReason::Stop;  // Done
+    std::string stop_sequence;           // Done: the stop string that ended the text, if one did
     Usage usage;                         // Done (and Error, as far as it got)
     JobFailure failure;                  // Error
 

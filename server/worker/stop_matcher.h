@@ -17,9 +17,12 @@ public:
     // End of generation: the held-back text (it did not become a stop string).
     std::string flush();
     bool stopped() const { return stopped_; }
+    // The stop string that ended the text ("" while none has).
+    const std::string& matched() const { return matched_; }
 
 private:
     std::vector<std::string> stops_;
+    std::string matched_;
     std::string held_;
     bool stopped_ = false;
 };

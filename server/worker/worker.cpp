@@ -466,6 +466,7 @@ void EngineWorker::finish_ok(Slot& slot) {
     if (slot.finish_reason == FinishReason::Stop && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed)
         slot.finish_reason = FinishReason::ToolCalls;
     done.finish_reason = slot.finish_reason;
+    done.stop_sequence = slot.stop->matched();
     done.usage = slot.usage;
     if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
     emit(job, std::move(done));

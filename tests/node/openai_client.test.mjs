@@ -86,9 +86,9 @@ test('completions.create, streamed and not, with stop strings', async () => {
 });
 
 test('errors surface as the SDK typed errors', async () => {
-  await assert.rejects(
-    client.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content: 'x' }] }),
-    (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && e.code === 'model_not_found');
+  // Any model name is served by the loaded model and echoed back.
+  const any = await client.chat.completions.create({ model: 'gpt-4', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
+  assert.equal(any.model, 'gpt-4');
   await assert.rejects(
     client.chat.completions.create({ model: 'fake', messages: [] }),
     (e) => e instanceof OpenAI.BadRequestError && /must not be empty/.test(e.message));
