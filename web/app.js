@@ -19,6 +19,7 @@ const state = {
 
 const hooks = {
   canSend: () => state.phase === 'ready' && !state.readOnly,
+  readOnly: () => state.readOnly,
   modelId: () => state.modelId,
   onAuthError: () => { state.readOnly = true; refresh(); },
 };
@@ -164,13 +165,31 @@ function initTabs() {
   showTab('chat');
 }
 
+const DRAWERS = [['toggle-conversations', 'show-conversations', 'conversations'], ['toggle-figures', 'show-figures', 'figures']];
+
 function initDrawers() {
-  for (const [button, cls] of [['toggle-conversations', 'show-conversations'], ['toggle-figures', 'show-figures']]) {
+  for (const [button, cls, panel] of DRAWERS) {
     $(button).addEventListener('click', () => {
       const open = document.body.classList.toggle(cls);
       $(button).setAttribute('aria-expanded', String(open));
+      if (open) { closeDrawers(button); $(panel).querySelector('button, input')?.focus(); }
     });
   }
+}
+
+// Closes the open drawers (but `except`); returns whether one was open. Focus goes back to the
+// button that opened it when it was inside.
+function closeDrawers(except) {
+  let closed = false;
+  for (const [button, cls, panel] of DRAWERS) {
+    if (button === except || !document.body.classList.contains(cls)) continue;
+    const hadFocus = $(panel).contains(document.activeElement);
+    document.body.classList.remove(cls);
+    $(button).setAttribute('aria-expanded', 'false');
+    if (hadFocus || !except) $(button).focus();
+    closed = true;
+  }
+  return closed;
 }
 
 function inTextBox(e) {
@@ -182,6 +201,7 @@ function initShortcuts() {
   $('open-shortcuts').addEventListener('click', () => $('shortcuts').showModal());
   document.addEventListener('keydown', (e) => {
     if (document.querySelector('dialog[open]')) return;
+    if (e.key === 'Escape' && closeDrawers()) { e.preventDefault(); return; }
     if (e.key === 'Escape' && chatBusy()) { stopChat(); e.preventDefault(); return; }
     if (e.key === 'Escape') { stopCompletion(); return; }
     if (e.altKey && !e.ctrlKey && !e.metaKey) {
@@ -199,8 +219,10 @@ initTabs();
 initDrawers();
 initShortcuts();
 initSettings(() => { state.checked = false; state.readOnly = false; checkServer(); });
-initChat(hooks);
 initCompletion(hooks);
 initTokenizer();
-refresh();
-startFigures({ onStatus, onUnreachable });
+// The status polls start once the conversations are read, so "ready" means the page is usable.
+initChat(hooks).then(() => {
+  refresh();
+  startFigures({ onStatus, onUnreachable });
+});

@@ -9,8 +9,12 @@ function cssColor(name) {
 
 export function drawChart(canvas, samples) {
   const dpr = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || canvas.width;
-  const height = canvas.clientHeight || canvas.height;
+  // Drawn at its size on screen. A hidden chart (the figures drawer closed on a phone) has no
+  // size: it is left alone, never sized from its own backing store (which is already dpr times
+  // larger, and grew by that factor at every poll).
+  const width = canvas.clientWidth;
+  const height = canvas.clientHeight;
+  if (!width || !height) return;
   if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(height * dpr)) {
     canvas.width = Math.round(width * dpr);
     canvas.height = Math.round(height * dpr);

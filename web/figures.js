@@ -18,6 +18,16 @@ const $ = (id) => document.getElementById(id);
 
 export function latestStatus() { return latest; }
 
+const mine = new Set();          // ids of this page's requests, as far as it can tell
+
+// This page's request is the one that became active while it waited (the figures say "this page").
+function noteMine(status) {
+  // Only when nothing else waits and one request runs: then the running one must be this page's.
+  const active = status.active || [];
+  if (!busy || (status.queue && status.queue.depth > 0) || active.length !== 1) return;
+  if (active[0].id !== undefined) mine.add(active[0].id);
+}
+
 // A request of this page started or ended: poll now, so the figures follow at once.
 export function setBusy(b) {
   busy = b;
@@ -57,16 +67,32 @@ async function poll() {
       callbacks.onStatus(status, 200);
       if (status.phase === 'loading') next = 500;
     }
+    setStale(false);
   } catch {
     failures++;
+    setStale(true);
     next = Math.min(10000, 1000 * 2 ** Math.min(failures - 1, 4));
     callbacks.onUnreachable(next);
   }
   pollSoon(next);
 }
 
+// While the daemon cannot be reached the figures are the last ones read: say so, and grey them.
+function setStale(stale) {
+  const panel = $('figures');
+  if (stale === (panel.dataset.stale === 'true')) return;
+  panel.dataset.stale = String(stale);
+  $('figures-stale').hidden = !stale;
+  if (stale) $('figures-stale').textContent = 'Not updated since ' + (lastUpdate ? lastUpdate.toLocaleTimeString() : 'the page opened') +
+    ': the server cannot be reached.';
+}
+
+let lastUpdate = null;
+
 function accept(status) {
+  lastUpdate = new Date();
   latest = status;
+  noteMine(status);
   for (const t of status.tokens || []) {
     samples.push(t);
     lastSeq = Math.max(lastSeq, t.seq);
@@ -90,11 +116,26 @@ function recentAverages() {
 }
 
 function render(status) {
-  const req = (status.active && status.active[0]) || status.last_request;
+  const running = status.active && status.active[0];
+  const req = running || status.last_request;
   const set = (id, text) => { const el = $(id); if (el.textContent !== text) el.textContent = text; };
+  // Whose request the figures describe: the daemon serves every client, not only this page.
+  set('fig-whose', req ? (running ? 'Running request #' : 'Last request #') + req.id +
+    (req.id !== undefined && mine.has(req.id) ? ' (this page)' : '') : 'No request yet');
   set('fig-ttft', req ? formatSeconds(req.time_to_first_token_s) : '–');
   set('fig-prompt-rate', req && req.prompt_tokens_per_s !== null ? formatRate(req.prompt_tokens_per_s) : '–');
-  set('fig-spt', req ? formatSeconds(req.seconds_per_token) : '–');
+  set('fig-spt', req && Number.isFinite(req.seconds_per_token) && req.seconds_per_token > 0
+    ? formatSeconds(req.seconds_per_token) + ' (' + formatRate(1 / req.seconds_per_token) + ' tokens/s)' : '–');
+  const p = running && running.stage === 'prompt' ? running.prefill : null;
+  $('prefill').hidden = !(p && p.total_tokens);
+  if (p && p.total_tokens) {
+    $('prefill-bar').max = p.total_tokens;
+    $('prefill-bar').value = p.done_tokens;
+    const left = p.tokens_per_s > 0 ? (p.total_tokens - p.done_tokens) / p.tokens_per_s : null;
+    set('prefill-text', 'Reading the prompt: ' + p.done_tokens + ' of ' + p.total_tokens + ' tokens' +
+      (p.tokens_per_s ? ', ' + formatRate(p.tokens_per_s) + ' tokens/s' : '') +
+      (left !== null ? ', done in about ' + formatSeconds(left) : ''));
+  }
   set('fig-cached', req && req.cached_tokens !== null ? req.cached_tokens + ' of ' + req.prompt_tokens : '–');
   const avg = recentAverages();
   set('fig-trunk', avg ? formatBytes(avg.trunk) : '–');
@@ -120,5 +161,8 @@ export function startFigures(cb) {
   callbacks = { ...callbacks, ...cb };
   window.addEventListener('resize', () => drawChart($('chart'), samples));
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => drawChart($('chart'), samples));
+  window.addEventListener('k3-theme', () => drawChart($('chart'), samples));
+  // The chart could not be drawn while its drawer was closed: draw it when it is shown.
+  new ResizeObserver(() => drawChart($('chart'), samples)).observe($('chart'));
   pollSoon(0);
 }

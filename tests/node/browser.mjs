@@ -41,3 +41,21 @@ export async function openPage(context, url) {
 export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(artifacts, name + '.png'), fullPage: false });
 }
+
+// The conversations the page keeps (IndexedDB "k3serve", docs/web-ui.md), each with its branch
+// on screen as `messages` (first to last).
+export async function storedConversations(page) {
+  return page.evaluate(() => new Promise((resolve, reject) => {
+    const open = indexedDB.open('k3serve', 1);
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const r = open.result.transaction('conversations').objectStore('conversations').getAll();
+      r.onerror = () => reject(r.error);
+      r.onsuccess = () => resolve(r.result.sort((a, b) => b.updated - a.updated).map((c) => {
+        const messages = [];
+        for (let n = c.nodes[c.leaf]; n && !n.deleted; n = c.nodes[n.parent]) messages.unshift(n);
+        return { ...c, messages };
+      }));
+    };
+  }));
+}

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startDaemon } from './daemon.mjs';
-import { launchBrowser, openPage, screenshot } from './browser.mjs';
+import { launchBrowser, openPage, screenshot, storedConversations } from './browser.mjs';
 
 let daemon, browser;
 
@@ -114,11 +114,8 @@ test('chat: streams an answer, shows figures while generating, regenerates from 
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Write **bold** words and a list.' }],
       max_completion_tokens: 800, temperature: 0, reasoning_effort: 'none' }),
   })).json();
-  const rendered = await page.evaluate(() => {
-    // The model's raw text, as kept in the browser.
-    const all = JSON.parse(localStorage.getItem('k3serve.conversations'));
-    return all[0].messages[1].content;
-  });
+  // The model's raw text, as kept in the browser.
+  const rendered = (await storedConversations(page))[0].messages[1].content;
   assert.equal(rendered, api.choices[0].message.content);
 
   // A second turn, then regenerate it: the worker resumes from its state at the end of the first
@@ -176,12 +173,12 @@ test('conversations survive a reload and can be renamed, deleted and restored', 
   await ready(page);
   assert.equal(await page.textContent('#conversation-list li:first-child .open'), 'Renamed chat');
 
-  // Edit the last message: it comes back into the box and the turn is removed.
+  // Edit the message in place; Cancel leaves it as it was.
   await page.click('.msg.user .actions .edit');
-  assert.equal(await page.inputValue('#input'), 'Second conversation');
-  assert.equal(await page.locator('#messages .msg').count(), 0);
-  await page.click('#cancel-edit');
+  assert.equal(await page.inputValue('.msg.user .edit-input'), 'Second conversation');
+  await page.click('.msg.user .cancel-edit');
   assert.equal(await page.locator('#messages .msg').count(), 2);
+  assert.equal(await page.locator('.edit-input').count(), 0);
 
   // Delete, then undo.
   await page.click('#conversation-list li:first-child .delete');

@@ -189,7 +189,7 @@ test('an API error is shown with its message; a lost daemon shows disconnected a
     await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ min_p: 5 })));
     await page.fill('#input', 'Hello?');
     await page.press('#input', 'Enter');
-    await page.waitForSelector('.msg.assistant.error [role="alert"]');
+    await page.waitForSelector('.msg.assistant.failed [role="alert"]');
     assert.match(await page.textContent('.msg.assistant .error-text'), /^Error: .*min_p/);
     await screenshot(page, 'error');
   } finally {
