@@ -69,7 +69,10 @@ function refresh() {
         { action: 'Retry now', onAction: () => { retryNow(); } });
       break;
     case 'ready':
-      if (state.readOnly) {
+      if (!state.chatReady) {
+        pill('opening conversations…', 'loading');
+        banner('');
+      } else if (state.readOnly) {
         pill('read-only', 'warn');
         banner('Read-only: the server refused the API key. Conversations can be read; enter a valid key in Settings to send.',
           'readonly', { action: 'Settings', onAction: openSettings });
@@ -221,8 +224,7 @@ initShortcuts();
 initSettings(() => { state.checked = false; state.readOnly = false; checkServer(); });
 initCompletion(hooks);
 initTokenizer();
-// The status polls start once the conversations are read, so "ready" means the page is usable.
-initChat(hooks).then(() => {
-  refresh();
-  startFigures({ onStatus, onUnreachable });
-});
+refresh();
+startFigures({ onStatus, onUnreachable });
+// The pill says "ready" only once the conversations are read too, so "ready" means usable.
+initChat(hooks).then(() => { state.chatReady = true; refresh(); });

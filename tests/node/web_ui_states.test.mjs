@@ -137,14 +137,18 @@ test('Stop cancels the job on the server; a second request waits in the queue wi
 });
 
 test('loading shows progress, then the UI becomes ready by itself', async () => {
-  const daemon = await startDaemon('fake', ['--loading-ms', '2500']);
+  const daemon = await startDaemon('fake', ['--loading-ms', '6000']);
   const page = await openPage(browser.context, daemon.url + '/');
   try {
     await page.waitForSelector('#banner:not([hidden])');
     assert.equal(await page.getAttribute('#connection', 'data-state'), 'loading');
     assert.match(await page.textContent('#banner-text'), /Loading the model: loading weights 40%/);
     assert.equal(await page.getAttribute('#banner-progress', 'value'), '0.4');
-    assert.equal(await page.isDisabled('#send'), true);
+    // The box takes text while the model loads; Enter keeps it there instead of sending.
+    assert.equal(await page.isDisabled('#input'), false);
+    await page.fill('#input', 'Early message');
+    await page.press('#input', 'Enter');
+    assert.equal(await page.inputValue('#input'), 'Early message');
     await screenshot(page, 'loading');
     await ready(page);
     assert.equal(await page.isHidden('#banner'), true);
