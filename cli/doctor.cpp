@@ -96,6 +96,14 @@ std::string cpu_model() {
     std::string line;
     while (std::getline(in, line))
         if (line.rfind("model name", 0) == 0) return trim(line.substr(line.find(':') + 1));
+    // aarch64 kernels name no model, only the implementer and part codes (MIDR fields).
+    std::istringstream again(read_file("/proc/cpuinfo"));
+    std::string implementer, part;
+    while (std::getline(again, line)) {
+        if (implementer.empty() && line.rfind("CPU implementer", 0) == 0) implementer = trim(line.substr(line.find(':') + 1));
+        if (part.empty() && line.rfind("CPU part", 0) == 0) part = trim(line.substr(line.find(':') + 1));
+    }
+    if (!implementer.empty()) return "implementer " + implementer + " part " + part;
     return "unknown";
 }
 

@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "  --prompt-file PATH   prompt text read from a file (use this for non-ASCII text)\n"
     "  --gen N              tokens to generate (default 8)\n"
     "  --threads N          compute threads (default: physical cores)\n"
-    "  --kernels NAME       force a kernel set: scalar, avx2, avx512 (default: best for this CPU)\n"
+    "  --kernels NAME       force a kernel set: scalar, avx2, avx512, neon (default: best for this CPU)\n"
     "  --ctx N              session context (default: prompt + gen)\n"
     "  --dump-logits PATH   write the prompt's logits at every position, float32 LE [positions][vocab]\n"
     "  --report PATH        write the run's facts as JSON\n"

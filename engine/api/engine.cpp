@@ -38,8 +38,8 @@ const Kernels& choose_kernels(std::string name) {
     if (name.empty()) return select_kernels();
     const Kernels& k = kernels_for_request(name.c_str());
     if (name == k.name) return k;
-    if (name != "avx2" && name != "avx512")
-        throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2 or avx512)");
+    if (name != "avx2" && name != "avx512" && name != "neon")
+        throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2, avx512 or neon)");
     throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
 }
 

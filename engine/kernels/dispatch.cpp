@@ -29,6 +29,7 @@ namespace {
 }
 
 const Kernels& best_available() {
+    if (const Kernels* k = neon_kernels()) return *k;
     if (const Kernels* k = avx512_kernels()) return *k;
     if (const Kernels* k = avx2_kernels()) return *k;
     return scalar_kernels();
@@ -45,6 +46,8 @@ const Kernels& kernels_for_request(const char* request) {
         got = avx512_kernels();
     } else if (want == "avx2") {
         got = avx2_kernels();
+    } else if (want == "neon") {
+        got = neon_kernels();
     } else {
         return best_available();
     }
@@ -66,6 +69,16 @@ const Kernels* avx512_kernels() {
 #if K3_HAVE_AVX512
     static const bool usable = cpu_has_avx512();
     return usable ? &avx512_table() : nullptr;
+#else
+    return nullptr;
+#endif
+}
+
+// NEON (Advanced SIMD) is part of the AArch64 base ISA: every aarch64 CPU has it, so building
+// the set is the only condition.
+const Kernels* neon_kernels() {
+#if K3_HAVE_NEON
+    return &neon_table();
 #else
     return nullptr;
 #endif

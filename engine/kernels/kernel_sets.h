@@ -6,7 +6,7 @@
 //  - a dot product of length n (bf16 row, dot_f32, attention score) keeps 16 fp32 lanes;
 //    element i goes to lane i % 16 with a fused multiply-add, in increasing i; the lanes are
 //    then summed by a halving tree: lane[k] += lane[k+8], then [k] += [k+4], [k] += [k+2],
-//    [0] += [1]. That is the natural reduction of one 512-bit or two 256-bit registers.
+//    [0] += [1]. That is the natural reduction of one 512-bit, two 256-bit or four 128-bit registers.
 //  - an MXFP4 row keeps the same 16 lanes, but by packed byte: byte j of the row (elements
 //    2j and 2j+1) goes to lane j % 16, low nibble first, then the same tree.
 //  - sums over positions or key channels (attention values, KDA reads) are one fused
@@ -74,6 +74,9 @@ inline int64_t matmul_token_tile(int64_t cols) {
 
 #if K3_HAVE_AVX2
 const Kernels& avx2_table();  // avx2.cpp; only call when the CPU has AVX2+FMA+F16C
+#endif
+#if K3_HAVE_NEON
+const Kernels& neon_table();  // neon.cpp; aarch64 builds only
 #endif
 #if K3_HAVE_AVX512
 const Kernels& avx512_table();  // avx512.cpp; only call when the CPU has AVX-512 F/BW/VL/DQ

@@ -1,6 +1,6 @@
 // The only kernel header model code includes. A Kernels table of function pointers is filled
-// once at start-up by select_kernels() (scalar reference, AVX2+FMA or AVX-512, by CPU
-// detection); model code calls k.matvec_bf16(...) and never an intrinsic.
+// once at start-up by select_kernels() (scalar reference, AVX2+FMA or AVX-512 by CPU detection
+// on x86-64, NEON on aarch64); model code calls k.matvec_bf16(...) and never an intrinsic.
 //
 // Contracts every implementation keeps (tests/kernels checks them against ref.cpp):
 //  - Kernels are single-threaded over the rows they are given; callers split rows between
@@ -12,7 +12,7 @@
 //    straight from the packed nibbles (E2M1 value x 2^(scale-127), scale 255 decodes to 0),
 //    which is exact in fp32. No kernel dequantises a whole matrix into memory.
 //  - The reduction order is part of each kernel's definition (kernel_sets.h, ref.cpp) and every
-//    set reproduces it, so scalar, avx2 and avx512 give bit-identical results.
+//    set reproduces it, so scalar, avx2, avx512 and neon give bit-identical results.
 //  - Kernels are thread-safe. matmul_mxfp4/matvec_mxfp4 keep a per-thread activation buffer
 //    (cols x up to 64 tokens floats) that grows on first use and is then reused.
 #pragma once
@@ -21,7 +21,7 @@
 namespace k3 {
 
 struct Kernels {
-    const char* name;  // "scalar", "avx2", "avx512"
+    const char* name;  // "scalar", "avx2", "avx512", "neon"
 
     // y[r] = sum_i W[r][i] * x[i]; W bf16 [rows][cols] row-major.
     void (*matvec_bf16)(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols);
@@ -60,6 +60,7 @@ const Kernels& scalar_kernels();
 // ISA sets, or nullptr when this build or this CPU lacks the ISA.
 const Kernels* avx2_kernels();
 const Kernels* avx512_kernels();
+const Kernels* neon_kernels();  // every aarch64 build; nullptr elsewhere
 
 // The best set this CPU and build support, chosen once. A named set (--kernels, K3_KERNELS) is
 // honoured or refused by Engine::load, the one place that reads either.

@@ -1,5 +1,6 @@
-// The trunk codec (trunk_codec.h): encoder, scalar decoder, and an SSSE3 decoder picked at run
-// time on x86 (the build never assumes more than the baseline ISA).
+// The trunk codec (trunk_codec.h): encoder, scalar decoder, an SSSE3 decoder picked at run time
+// on x86 (the build never assumes more than the baseline ISA) and a NEON decoder on aarch64
+// (Advanced SIMD is its baseline ISA).
 #include "store/trunk_codec.h"
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define K3_CODEC_X86 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define K3_CODEC_NEON 1
 #endif
 
 namespace k3::io {
@@ -59,7 +63,7 @@ bool decode_words_scalar(const Parts& p, size_t i, size_t end, const uint8_t** e
     return true;
 }
 
-bool decode_scalar(const Parts& p, uint8_t* dst, const uint8_t** esc) {
+[[maybe_unused]] bool decode_scalar(const Parts& p, uint8_t* dst, const uint8_t** esc) {
     return decode_words_scalar(p, 0, p.words, esc, dst);
 }
 
@@ -101,11 +105,41 @@ bool have_ssse3() {
 }
 #endif
 
+#ifdef K3_CODEC_NEON
+// The SSSE3 decoder's steps in NEON: TBL is the 16-entry table shuffle, ZIP the interleaves.
+bool decode_neon(const Parts& p, uint8_t* dst, const uint8_t** esc) {
+    const uint8x16_t table = vld1q_u8(p.table);
+    const uint8x16_t low4 = vdupq_n_u8(0x0f), escape = vdupq_n_u8(kEscape);
+    size_t i = 0;
+    for (; i + 32 <= p.words; i += 32) {
+        const uint8x16_t nb = vld1q_u8(p.nibbles + i / 2);
+        const uint8x16_t lo_n = vandq_u8(nb, low4), hi_n = vshrq_n_u8(nb, 4);
+        const uint8x16_t idx0 = vzip1q_u8(lo_n, hi_n), idx1 = vzip2q_u8(lo_n, hi_n);
+        const uint8x16_t is_escape = vorrq_u8(vceqq_u8(idx0, escape), vceqq_u8(idx1, escape));
+        if (vmaxvq_u8(is_escape) != 0) {
+            if (!decode_words_scalar(p, i, i + 32, esc, dst)) return false;
+            continue;
+        }
+        const uint8x16_t h0 = vqtbl1q_u8(table, idx0), h1 = vqtbl1q_u8(table, idx1);
+        const uint8x16_t l0 = vld1q_u8(p.low + i), l1 = vld1q_u8(p.low + i + 16);
+        uint8_t* out = dst + 2 * i;
+        vst1q_u8(out, vzip1q_u8(l0, h0));
+        vst1q_u8(out + 16, vzip2q_u8(l0, h0));
+        vst1q_u8(out + 32, vzip1q_u8(l1, h1));
+        vst1q_u8(out + 48, vzip2q_u8(l1, h1));
+    }
+    return decode_words_scalar(p, i, p.words, esc, dst);
+}
+#endif
+
 }  // namespace
 
 const char* decoder_name() {
 #ifdef K3_CODEC_X86
     if (have_ssse3()) return "ssse3";
+#endif
+#ifdef K3_CODEC_NEON
+    return "neon";
 #endif
     return "scalar";
 }
@@ -169,6 +203,8 @@ bool decode_block(const uint8_t* enc, size_t enc_bytes, uint8_t* dst, size_t raw
     bool ok;
 #ifdef K3_CODEC_X86
     ok = have_ssse3() ? decode_ssse3(p, dst, &esc) : decode_scalar(p, dst, &esc);
+#elif defined(K3_CODEC_NEON)
+    ok = decode_neon(p, dst, &esc);
 #else
     ok = decode_scalar(p, dst, &esc);
 #endif

@@ -181,7 +181,7 @@ const std::vector<Setting>& settings() {
          [](DaemonConfig& c, const std::string& s) { c.memory.background_load = parse_bool("background_load", s); },
          {}},
         bool_setting("mlock", &DaemonConfig::mlock),
-        string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512"}),
+        string_setting("kernels", &DaemonConfig::kernels, {"", "scalar", "avx2", "avx512", "neon"}),
     };
     return table;
 }
@@ -268,7 +268,7 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
                             from being paged out: pages are locked as they are touched, where
                             RLIMIT_MEMLOCK is unlimited or the process has CAP_IPC_LOCK (else a
                             warning; default true); --no-mlock = false
-  --kernels NAME            force a kernel set: scalar, avx2, avx512
+  --kernels NAME            force a kernel set: scalar, avx2, avx512, neon
   --help                    this text
 
 Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage/config/checkpoint,

@@ -28,8 +28,11 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 // Sum of n floats (n a multiple of 16) with 16 independent partial sums, so the loop vectorises
 // and is load-bound. Cloned per ISA so the probe reads with the widest loads this CPU has, as
-// the kernels do.
-__attribute__((target_clones("avx512f", "avx2", "default"))) double stream_sum(const float* p, int64_t n) {
+// the kernels do (x86 only: aarch64's baseline NEON is the kernels' width there).
+#if defined(__x86_64__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+double stream_sum(const float* p, int64_t n) {
     float acc[16] = {};
     for (int64_t i = 0; i < n; i += 16)
         for (int l = 0; l < 16; ++l) acc[l] += p[i + l];

@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
     std::vector<const Kernels*> sets{&scalar_kernels()};
     if (const Kernels* k = avx2_kernels()) sets.push_back(k);
     if (const Kernels* k = avx512_kernels()) sets.push_back(k);
+    if (const Kernels* k = neon_kernels()) sets.push_back(k);
 
     std::mt19937 rng(3);
     std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kernels/kernels.h"
 #include "model/golden_tolerance.h"
 #include "model/model_test_util.h"
 
@@ -98,5 +99,8 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
     CHECK(run(model + " --ids 1 --bogus").code == 2);              // unknown option
     CHECK(run(tmp + "no-such-model --ids 1").code == 2);           // no checkpoint there
     CHECK(run(model + " --ids 1 --kernels sse9").code == 2);       // unknown kernel set
+    // a known set this build or CPU lacks is refused too, never silently replaced
+    if (k3::neon_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels neon").code == 2);
+    if (k3::avx2_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels avx2").code == 2);
     CHECK(run(model + " --ids 1," + std::to_string(V) + " --gen 1").code == 1);  // id outside the vocabulary
 }

@@ -30,10 +30,12 @@ class Doctor(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(j['cpu']['logical_cpus'], os.cpu_count())
         self.assertLessEqual(j['cpu']['physical_cores'], os.cpu_count())
-        self.assertIn(j['cpu']['kernels'], ('scalar', 'avx2', 'avx512'))
+        self.assertIn(j['cpu']['kernels'], ('scalar', 'avx2', 'avx512', 'neon'))
         flags = open('/proc/cpuinfo').read()
         if j['cpu']['kernels'] == 'avx512':
             self.assertIn('avx512f', flags)
+        if os.uname().machine == 'aarch64':
+            self.assertEqual(j['cpu']['kernels'], 'neon')
         meminfo = dict(l.split(':') for l in open('/proc/meminfo'))
         self.assertEqual(j['memory']['total_bytes'], int(meminfo['MemTotal'].split()[0]) * 1024)
         st = os.statvfs(self.model)

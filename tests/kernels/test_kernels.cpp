@@ -53,6 +53,11 @@ std::vector<NamedSet> all_sets() {
     } else {
         MESSAGE("avx512 kernel set skipped: not built or not supported by this CPU");
     }
+    if (const Kernels* k = neon_kernels()) {
+        sets.push_back({"neon", k});
+    } else {
+        MESSAGE("neon kernel set skipped: not an aarch64 build");
+    }
     return sets;
 }
 
@@ -547,6 +552,12 @@ TEST_CASE("K3_KERNELS requests: exact names honoured, others fall back") {
     } else {
         CHECK(std::string(kernels_for_request("avx512").name) == (avx2_kernels() ? "avx2" : "scalar"));
     }
+    if (neon_kernels() != nullptr) {
+        CHECK(std::string(kernels_for_request("neon").name) == "neon");
+        CHECK(std::string(best.name) == "neon");
+    } else {
+        CHECK(std::string(kernels_for_request("neon").name) == "scalar");
+    }
     CHECK(&select_kernels() == &select_kernels());  // chosen once
 }
 
@@ -559,4 +570,10 @@ TEST_CASE("the avx2 set is available on this machine (else the avx2 kernels are 
 TEST_CASE("the avx512 set is available on this machine (else the avx512 kernels are untested here)") {
     if (!avx512_kernels()) K3_SKIP("avx512 kernel set not built or not supported by this CPU: its tests did not run");
     CHECK(std::string(avx512_kernels()->name) == "avx512");
+}
+// Only one of the x86 pair and neon can run on a machine; the cross-test (scripts/cross-test.sh)
+// runs this suite on aarch64 under emulation, where this case is the one that must pass.
+TEST_CASE("the neon set is available on this machine (else the neon kernels are untested here)") {
+    if (!neon_kernels()) K3_SKIP("neon kernel set not built (not an aarch64 build): its tests did not run");
+    CHECK(std::string(neon_kernels()->name) == "neon");
 }

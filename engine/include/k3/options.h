@@ -29,7 +29,7 @@ struct EngineOptions {
     std::string model_dir;
     MemoryOptions memory;
     int threads = 0;           // 0 = physical_cores()
-    std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512" to force
+    std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512", "neon" to force
 };
 
 // The default compute thread count: the number of physical cores (SMT siblings share the memory

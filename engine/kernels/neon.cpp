@@ -1,0 +1,392 @@
+// NEON (AArch64 Advanced SIMD) kernels. NEON is part of the AArch64 base ISA, so this file
+// needs no extra flags and dispatch.cpp offers it on every aarch64 build. Every kernel
+// reproduces ref.cpp bit for bit: the reference's 16 lanes are four 128-bit registers (lanes
+// 0-3, 4-7, 8-11, 12-15), its tree adds register 2 onto 0 and 3 onto 1, then 1 onto 0, then the
+// two halves of 0, then lane 1 onto lane 0. vfmaq_f32 is one fused multiply-add per lane, the
+// same single rounding as std::fma in the reference (-ffp-contract=off leaves intrinsics alone).
+//
+// Column tails (a width that is not a multiple of 16) are finished lane by lane with std::fma
+// on the lanes the reference touches, rather than by zero padding: padding adds 0 * 0 to every
+// lane, which turns a -0.0 partial sum into +0.0 where the reference leaves it alone.
+//
+// Speed: bf16 matvec streams one row at a time; matmul takes 2 rows x 2 tokens per tile (16
+// accumulators of the 32 registers); MXFP4 is decoded in registers by a 64-byte table lookup
+// (TBL on the group's row of scaled E2M1 values, kernel_sets.h), no multiply.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernel_sets.h"
+#include "util/check.h"
+
+namespace k3 {
+namespace {
+
+// ---- shared pieces ----
+
+// 16 lanes as four registers.
+struct Acc16 {
+    float32x4_t q[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+};
+
+// The reference's tree: [k]+[k+8], [k]+[k+4], [k]+[k+2], [0]+[1].
+inline float reduce_lanes(const Acc16& a) {
+    const float32x4_t s8_lo = vaddq_f32(a.q[0], a.q[2]);  // lanes 0-3 of the 8
+    const float32x4_t s8_hi = vaddq_f32(a.q[1], a.q[3]);  // lanes 4-7
+    const float32x4_t s4 = vaddq_f32(s8_lo, s8_hi);
+    const float32x2_t s2 = vadd_f32(vget_low_f32(s4), vget_high_f32(s4));
+    return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
+}
+
+// Lanes 0..n-1 (n < 16) of acc += w[i] * x[i], as the reference does for a row's last partial
+// block of 16 (element full + i goes to lane i).
+template <typename WeightAt>
+inline void add_tail(Acc16& acc, int64_t n, WeightAt weight_at, const float* x) {
+    alignas(16) float lanes[16];
+    for (int b = 0; b < 4; ++b) vst1q_f32(lanes + 4 * b, acc.q[b]);
+    for (int64_t i = 0; i < n; ++i) lanes[i] = std::fma(weight_at(i), x[i], lanes[i]);
+    for (int b = 0; b < 4; ++b) acc.q[b] = vld1q_f32(lanes + 4 * b);
+}
+
+// bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
+inline float32x4_t widen_bf16_low(uint16x8_t w) { return vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(w), 16)); }
+inline float32x4_t widen_bf16_high(uint16x8_t w) { return vreinterpretq_f32_u32(vshll_high_n_u16(w, 16)); }
+
+// Software prefetch distance along a weight row (as the x86 sets).
+constexpr int kPrefetchBytes = 4096;
+
+// ---- bf16 matvec / matmul ----
+
+// R rows of W . TB tokens of X into Y[t * y_stride + r].
+template <int R, int TB>
+void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+    Acc16 acc[R][TB];
+    const int64_t full = cols & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        if ((i & 31) == 0)
+            for (int r = 0; r < R; ++r)
+                __builtin_prefetch(reinterpret_cast<const char*>(W + r * cols + i) + kPrefetchBytes);
+        float32x4_t w[R][4];
+        for (int r = 0; r < R; ++r) {
+            const uint16x8_t a = vld1q_u16(W + r * cols + i), b = vld1q_u16(W + r * cols + i + 8);
+            w[r][0] = widen_bf16_low(a);
+            w[r][1] = widen_bf16_high(a);
+            w[r][2] = widen_bf16_low(b);
+            w[r][3] = widen_bf16_high(b);
+        }
+        for (int t = 0; t < TB; ++t) {
+            const float* x = X + t * x_stride + i;
+            const float32x4_t x0 = vld1q_f32(x), x1 = vld1q_f32(x + 4), x2 = vld1q_f32(x + 8), x3 = vld1q_f32(x + 12);
+            for (int r = 0; r < R; ++r) {
+                acc[r][t].q[0] = vfmaq_f32(acc[r][t].q[0], w[r][0], x0);
+                acc[r][t].q[1] = vfmaq_f32(acc[r][t].q[1], w[r][1], x1);
+                acc[r][t].q[2] = vfmaq_f32(acc[r][t].q[2], w[r][2], x2);
+                acc[r][t].q[3] = vfmaq_f32(acc[r][t].q[3], w[r][3], x3);
+            }
+        }
+    }
+    if (full < cols)
+        for (int r = 0; r < R; ++r) {
+            const uint16_t* w_tail = W + r * cols + full;
+            for (int t = 0; t < TB; ++t)
+                add_tail(acc[r][t], cols - full, [&](int64_t i) { return bf16_to_f32(w_tail[i]); },
+                         X + t * x_stride + full);
+        }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+}
+
+constexpr int kBf16Rows = 2;
+constexpr int kBf16Tokens = 2;
+
+void matmul_bf16_neon(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
+    if (T == 1) {
+        for (int64_t r = 0; r < rows; ++r) bf16_tile<1, 1>(W + r * cols, cols, X, cols, Y + r, rows);
+        return;
+    }
+    const int64_t tile = matmul_token_tile(cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t t1 = std::min(T, t0 + tile);
+        for (int64_t r = 0; r < rows; r += kBf16Rows) {
+            const uint16_t* Wr = W + r * cols;
+            const bool pair = r + kBf16Rows <= rows;
+            for (int64_t t = t0; t < t1; t += kBf16Tokens) {
+                const bool two = t + kBf16Tokens <= t1;
+                float* Yt = Y + t * rows + r;
+                const float* Xt = X + t * cols;
+                if (pair && two) bf16_tile<2, 2>(Wr, cols, Xt, cols, Yt, rows);
+                else if (pair) bf16_tile<2, 1>(Wr, cols, Xt, cols, Yt, rows);
+                else if (two) bf16_tile<1, 2>(Wr, cols, Xt, cols, Yt, rows);
+                else bf16_tile<1, 1>(Wr, cols, Xt, cols, Yt, rows);
+            }
+        }
+    }
+}
+
+void matvec_bf16_neon(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
+    matmul_bf16_neon(W, x, y, rows, cols, 1);
+}
+
+// ---- MXFP4 matvec / matmul ----
+
+// x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones, so lane j of a
+// group (its byte j) meets x[2j] for the low nibble and x[2j+1] for the high one.
+void split_even_odd(const float* x, float* out, int64_t cols) {
+    for (int64_t g = 0; g < cols; g += 32)
+        for (int b = 0; b < 4; ++b) {
+            const float32x4x2_t pairs = vld2q_f32(x + g + 8 * b);  // de-interleaves 8 elements
+            vst1q_f32(out + g + 4 * b, pairs.val[0]);
+            vst1q_f32(out + g + 16 + 4 * b, pairs.val[1]);
+        }
+}
+
+// Byte offsets of the 4 bytes of float lane k of a 64-byte table row, for codes in 4-lane
+// quarter b of 16 codes: TBL index 4 * code + byte.
+struct DecodeIndex {
+    uint8x16_t spread[4];  // picks code 4b + lane for each byte of lane
+    uint8x16_t byte_of_lane;
+};
+inline DecodeIndex make_decode_index() {
+    DecodeIndex d;
+    for (int b = 0; b < 4; ++b) {
+        alignas(16) uint8_t s[16];
+        for (int i = 0; i < 16; ++i) s[i] = static_cast<uint8_t>(4 * b + i / 4);
+        d.spread[b] = vld1q_u8(s);
+    }
+    alignas(16) uint8_t o[16];
+    for (int i = 0; i < 16; ++i) o[i] = static_cast<uint8_t>(i % 4);
+    d.byte_of_lane = vld1q_u8(o);
+    return d;
+}
+
+// 16 nibble codes (one per byte, 0..15) -> their 16 fp32 weights, looked up in the group's
+// row of E2M1 x scale (the exact values the reference computes).
+inline void decode16(uint8x16_t codes, const uint8x16x4_t& row, const DecodeIndex& d, float32x4_t out[4]) {
+    const uint8x16_t times4 = vshlq_n_u8(codes, 2);
+    for (int b = 0; b < 4; ++b) {
+        const uint8x16_t idx = vaddq_u8(vqtbl1q_u8(times4, d.spread[b]), d.byte_of_lane);
+        out[b] = vreinterpretq_f32_u8(vqtbl4q_u8(row, idx));
+    }
+}
+
+// R rows x TB tokens; Xs holds split_even_odd x. Lane j of the 16 is the group's byte j: low
+// nibble first, then high, as the reference.
+template <int R, int TB>
+void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+                int64_t y_stride, const DecodeIndex& d) {
+    const ScaledE2M1Row* table = scaled_e2m1_table();
+    const int64_t row_bytes = cols / 2, groups = cols / 32;
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    Acc16 acc[R][TB];
+    for (int64_t g = 0; g < groups; ++g) {
+        float32x4_t w_lo[R][4], w_hi[R][4];
+        if ((g & 3) == 0)
+            for (int r = 0; r < R; ++r)
+                __builtin_prefetch(reinterpret_cast<const char*>(P + r * row_bytes + g * 16) + kPrefetchBytes / 2);
+        for (int r = 0; r < R; ++r) {
+            const uint8x16x4_t row = vld1q_u8_x4(reinterpret_cast<const uint8_t*>(table[Sc[r * groups + g]].v));
+            const uint8x16_t bytes = vld1q_u8(P + r * row_bytes + g * 16);
+            decode16(vandq_u8(bytes, low4), row, d, w_lo[r]);
+            decode16(vshrq_n_u8(bytes, 4), row, d, w_hi[r]);
+        }
+        for (int t = 0; t < TB; ++t) {
+            const float* xs = Xs + t * x_stride + g * 32;
+            float32x4_t even[4], odd[4];
+            for (int b = 0; b < 4; ++b) {
+                even[b] = vld1q_f32(xs + 4 * b);
+                odd[b] = vld1q_f32(xs + 16 + 4 * b);
+            }
+            for (int r = 0; r < R; ++r)
+                for (int b = 0; b < 4; ++b) {
+                    acc[r][t].q[b] = vfmaq_f32(acc[r][t].q[b], w_lo[r][b], even[b]);
+                    acc[r][t].q[b] = vfmaq_f32(acc[r][t].q[b], w_hi[r][b], odd[b]);
+                }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+}
+
+void matmul_mxfp4_neon(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
+                       int64_t cols, int64_t T) {
+    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
+    static const DecodeIndex d = make_decode_index();
+    const int64_t tile = matmul_token_tile(cols);
+    thread_local std::vector<float> split;  // grown once per thread, then reused
+    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
+    for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t n_tokens = std::min(T - t0, tile);
+        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
+        float* Yt = Y + t0 * rows;
+        const float* Xs = split.data();
+        if (n_tokens == 1) {
+            // One token: two rows at a time so two fma chains overlap.
+            int64_t r = 0;
+            for (; r + 2 <= rows; r += 2)
+                mxfp4_tile<2, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows, d);
+            if (r < rows)
+                mxfp4_tile<1, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows, d);
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t* P = packed + r * (cols / 2);
+            const uint8_t* Sc = scales + r * (cols / 32);
+            int64_t t = 0;
+            for (; t + 4 <= n_tokens; t += 4)
+                mxfp4_tile<1, 4>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d);
+            switch (n_tokens - t) {
+                case 3: mxfp4_tile<1, 3>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
+                case 2: mxfp4_tile<1, 2>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
+                case 1: mxfp4_tile<1, 1>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
+                default: break;
+            }
+        }
+    }
+}
+
+void matvec_mxfp4_neon(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
+                       int64_t cols) {
+    matmul_mxfp4_neon(packed, scales, x, y, rows, cols, 1);
+}
+
+// ---- dot products ----
+
+// Accumulates a[0..n) . b[0..n) into 16 lanes (element i -> lane i % 16).
+inline void dot_lanes(const float* a, const float* b, int64_t n, Acc16& acc) {
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16)
+        for (int q = 0; q < 4; ++q) acc.q[q] = vfmaq_f32(acc.q[q], vld1q_f32(a + i + 4 * q), vld1q_f32(b + i + 4 * q));
+    if (full < n) add_tail(acc, n - full, [&](int64_t i) { return a[full + i]; }, b + full);
+}
+
+float dot_f32_neon(const float* a, const float* b, int64_t n) {
+    Acc16 acc;
+    dot_lanes(a, b, n, acc);
+    return reduce_lanes(acc);
+}
+
+// ---- KDA recurrence ----
+
+// Every column j of S evolves on its own (u[j], the delta and o[j] involve column j only), so
+// the step runs column block by column block, each kept in registers through both passes, in
+// exactly the reference's per-element order. NV vectors of 4 columns starting at column j0.
+template <int NV>
+void kda_columns(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta, float* o,
+                 int D, int j0) {
+    float32x4_t u[NV];
+    for (int b = 0; b < NV; ++b) u[b] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < D; ++i) {  // 1. decay rows, 2. u = k^T S from the decayed rows
+        float* row = S + static_cast<int64_t>(i) * D + j0;
+        const float32x4_t a = vdupq_n_f32(alpha[i]), ki = vdupq_n_f32(k[i]);
+        for (int b = 0; b < NV; ++b) {
+            const float32x4_t s = vmulq_f32(vld1q_f32(row + 4 * b), a);
+            vst1q_f32(row + 4 * b, s);
+            u[b] = vfmaq_f32(u[b], ki, s);
+        }
+    }
+    float32x4_t out[NV];
+    for (int b = 0; b < NV; ++b) {
+        u[b] = vsubq_f32(vld1q_f32(v + j0 + 4 * b), u[b]);  // the delta v - u
+        out[b] = vdupq_n_f32(0.0f);
+    }
+    for (int i = 0; i < D; ++i) {  // 3. delta write, 4. o = qs^T S from the updated rows
+        float* row = S + static_cast<int64_t>(i) * D + j0;
+        const float32x4_t kb = vdupq_n_f32(k[i] * beta), qi = vdupq_n_f32(qs[i]);
+        for (int b = 0; b < NV; ++b) {
+            const float32x4_t s = vfmaq_f32(vld1q_f32(row + 4 * b), kb, u[b]);
+            vst1q_f32(row + 4 * b, s);
+            out[b] = vfmaq_f32(out[b], qi, s);
+        }
+    }
+    for (int b = 0; b < NV; ++b) vst1q_f32(o + j0 + 4 * b, out[b]);
+}
+
+// The last D % 4 columns, one at a time, with the same operations.
+void kda_column_scalar(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                       float* o, int D, int j) {
+    float u = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = s * alpha[i];
+        u = std::fma(k[i], s, u);
+    }
+    const float delta = v[j] - u;
+    float out = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = std::fma(k[i] * beta, delta, s);
+        out = std::fma(qs[i], s, out);
+    }
+    o[j] = out;
+}
+
+void kda_step_neon(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                   float* o, int D) {
+    K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
+    int j = 0;
+    for (; j + 32 <= D; j += 32) kda_columns<8>(S, qs, k, v, alpha, beta, o, D, j);
+    for (; j + 4 <= D; j += 4) kda_columns<1>(S, qs, k, v, alpha, beta, o, D, j);
+    for (; j < D; ++j) kda_column_scalar(S, qs, k, v, alpha, beta, o, D, j);
+}
+
+// ---- attention over cached positions ----
+
+void attend_head_neon(const float* q, const float* keys, int64_t key_stride, const float* vals, int64_t val_stride,
+                      int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
+    if (n_pos <= 0) {
+        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
+        return;
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n_pos; s += 2) {  // two positions at a time: two independent chains
+        Acc16 a0, a1;
+        dot_lanes(q, keys + s * key_stride, dk, a0);
+        dot_lanes(q, keys + (s + 1) * key_stride, dk, a1);
+        scratch[s] = reduce_lanes(a0);
+        scratch[s + 1] = reduce_lanes(a1);
+    }
+    for (; s < n_pos; ++s) scratch[s] = dot_f32_neon(q, keys + s * key_stride, dk);
+    // Softmax in position order exactly as the reference.
+    softmax_scaled_in_place(scratch, n_pos, scale);
+    // out[j] = fma chain over positions, 16 columns at a time, then 4, then one.
+    int j = 0;
+    for (; j + 16 <= dv; j += 16) {
+        float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+        for (s = 0; s < n_pos; ++s) {
+            const float32x4_t p = vdupq_n_f32(scratch[s]);
+            const float* val = vals + s * val_stride + j;
+            for (int b = 0; b < 4; ++b) a[b] = vfmaq_f32(a[b], p, vld1q_f32(val + 4 * b));
+        }
+        for (int b = 0; b < 4; ++b) vst1q_f32(out + j + 4 * b, a[b]);
+    }
+    for (; j + 4 <= dv; j += 4) {
+        float32x4_t a = vdupq_n_f32(0.0f);
+        for (s = 0; s < n_pos; ++s) a = vfmaq_f32(a, vdupq_n_f32(scratch[s]), vld1q_f32(vals + s * val_stride + j));
+        vst1q_f32(out + j, a);
+    }
+    for (; j < dv; ++j) {
+        float a = 0.0f;
+        for (s = 0; s < n_pos; ++s) a = std::fma(scratch[s], vals[s * val_stride + j], a);
+        out[j] = a;
+    }
+}
+
+}  // namespace
+
+const Kernels& neon_table() {
+    static const Kernels table = {
+        .name = "neon",
+        .matvec_bf16 = matvec_bf16_neon,
+        .matmul_bf16 = matmul_bf16_neon,
+        .matvec_mxfp4 = matvec_mxfp4_neon,
+        .matmul_mxfp4 = matmul_mxfp4_neon,
+        .dot_f32 = dot_f32_neon,
+        .kda_step = kda_step_neon,
+        .attend_head = attend_head_neon,
+    };
+    return table;
+}
+
+}  // namespace k3
