@@ -42,6 +42,12 @@ inline __m256i first_lanes(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
 }
 
+// acc + w * x on the lanes of mask, acc elsewhere: a tail's lanes past the row's end keep their
+// sums exactly (adding 0 * 0 would turn a -0.0 sum into +0.0, which the reference never does).
+inline __m256 fmadd_lanes(__m256 w, __m256 x, __m256 acc, __m256i mask) {
+    return _mm256_blendv_ps(acc, _mm256_fmadd_ps(w, x, acc), _mm256_castsi256_ps(mask));
+}
+
 // bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
 inline __m256 load_bf16x8(const uint16_t* p) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -54,7 +60,7 @@ inline __m256 load_bf16x8(const uint16_t* p) {
 constexpr int kPrefetchBytes = 4096;
 
 // R rows of W . TB tokens of X into Y[t * y_stride + r]. The column tail goes through
-// zero-padded copies; a padded lane adds 0 * 0, which leaves its sum unchanged.
+// zero-padded copies, added only on the tail's lanes (fmadd_lanes).
 template <int R, int TB>
 void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
     Acc16 acc[R][TB];
@@ -85,8 +91,8 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
             const __m256 w_lo = load_bf16x8(w_pad), w_hi = load_bf16x8(w_pad + 8);
             for (int t = 0; t < TB; ++t) {
                 const float* x = X + t * x_stride + full;
-                acc[r][t].lo = _mm256_fmadd_ps(w_lo, _mm256_maskload_ps(x, m_lo), acc[r][t].lo);
-                acc[r][t].hi = _mm256_fmadd_ps(w_hi, _mm256_maskload_ps(x + 8, m_hi), acc[r][t].hi);
+                acc[r][t].lo = fmadd_lanes(w_lo, _mm256_maskload_ps(x, m_lo), acc[r][t].lo, m_lo);
+                acc[r][t].hi = fmadd_lanes(w_hi, _mm256_maskload_ps(x + 8, m_hi), acc[r][t].hi, m_hi);
             }
         }
     }
@@ -250,8 +256,8 @@ inline void dot_lanes(const float* a, const float* b, int64_t n, Acc16& acc) {
     if (full < n) {
         const int64_t rem = n - full;
         const __m256i m_lo = first_lanes(std::min<int64_t>(rem, 8)), m_hi = first_lanes(std::max<int64_t>(rem - 8, 0));
-        acc.lo = _mm256_fmadd_ps(_mm256_maskload_ps(a + full, m_lo), _mm256_maskload_ps(b + full, m_lo), acc.lo);
-        acc.hi = _mm256_fmadd_ps(_mm256_maskload_ps(a + full + 8, m_hi), _mm256_maskload_ps(b + full + 8, m_hi), acc.hi);
+        acc.lo = fmadd_lanes(_mm256_maskload_ps(a + full, m_lo), _mm256_maskload_ps(b + full, m_lo), acc.lo, m_lo);
+        acc.hi = fmadd_lanes(_mm256_maskload_ps(a + full + 8, m_hi), _mm256_maskload_ps(b + full + 8, m_hi), acc.hi, m_hi);
     }
 }
 

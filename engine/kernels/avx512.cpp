@@ -76,13 +76,13 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
             for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(w, x[t], acc[r][t]);
         }
     }
-    if (full < cols) {  // masked lanes add 0 * 0, which leaves their sums unchanged
+    if (full < cols) {  // lanes past the tail keep their sums (mask3): adding 0 * 0 would turn -0.0 into +0.0
         const __mmask16 m = tail_mask(cols - full);
         __m512 x[TB];
         for (int t = 0; t < TB; ++t) x[t] = _mm512_maskz_loadu_ps(m, X + t * x_stride + full);
         for (int r = 0; r < R; ++r) {
             const __m512 w = load_bf16_masked(W + r * cols + full, m);
-            for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_fmadd_ps(w, x[t], acc[r][t]);
+            for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_mask3_fmadd_ps(w, x[t], acc[r][t], m);
         }
     }
     for (int r = 0; r < R; ++r)
@@ -246,7 +246,7 @@ float dot_f32_avx512(const float* a, const float* b, int64_t n) {
     for (int64_t i = 0; i < full; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
     if (full < n) {
         const __mmask16 m = tail_mask(n - full);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + full), _mm512_maskz_loadu_ps(m, b + full), acc);
+        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + full), _mm512_maskz_loadu_ps(m, b + full), acc, m);
     }
     return reduce_lanes(acc);
 }
@@ -266,10 +266,10 @@ void dot4_f32(const float* q, const float* k0, const float* k1, const float* k2,
     if (full < n) {
         const __mmask16 m = tail_mask(n - full);
         const __m512 qv = _mm512_maskz_loadu_ps(m, q + full);
-        a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + full), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k1 + full), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k2 + full), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k3 + full), a3);
+        a0 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + full), a0, m);
+        a1 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k1 + full), a1, m);
+        a2 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k2 + full), a2, m);
+        a3 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k3 + full), a3, m);
     }
     out[0] = reduce_lanes(a0);
     out[1] = reduce_lanes(a1);

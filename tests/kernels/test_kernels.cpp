@@ -467,6 +467,32 @@ TEST_CASE("every kernel set reproduces the reference bit for bit, on random shap
     }
 }
 
+// Products that underflow to -0.0 leave every lane at -0.0 (n >= 16), so the reference sums to -0.0. A
+// set that finishes a column tail by adding 0 * 0 to the lanes past the row's end turns those
+// lanes into +0.0 and its sum into +0.0: not the reference's bits.
+TEST_CASE("signed zeros: lanes past a column tail keep their sums, for every kernel set") {
+    const Kernels& ref = scalar_kernels();
+    for (const NamedSet& set : all_sets()) {
+        CAPTURE(set.name);
+        for (int64_t n = 16; n <= 48; ++n) {  // from 16: every lane holds a product
+            CAPTURE(n);
+            const std::vector<float> a(n, -1e-30f), b(n, 1e-30f);
+            const float r = ref.dot_f32(a.data(), b.data(), n), got = set.k->dot_f32(a.data(), b.data(), n);
+            REQUIRE(std::signbit(r));
+            CHECK(std::memcmp(&r, &got, 4) == 0);
+            const int64_t rows = 3, T = 2;
+            const std::vector<uint16_t> W(rows * n, f32_to_bf16(-1e-30f));
+            std::vector<float> X(T * n, 1e-30f), y_ref(T * rows), y(T * rows, NAN);
+            ref.matmul_bf16(W.data(), X.data(), y_ref.data(), rows, n, T);
+            set.k->matmul_bf16(W.data(), X.data(), y.data(), rows, n, T);
+            CHECK(same_bits(y.data(), y_ref.data(), T * rows));
+            ref.matvec_bf16(W.data(), X.data(), y_ref.data(), rows, n);
+            set.k->matvec_bf16(W.data(), X.data(), y.data(), rows, n);
+            CHECK(same_bits(y.data(), y_ref.data(), rows));
+        }
+    }
+}
+
 TEST_CASE("matmul over T tokens gives exactly matvec per token, for every kernel set") {
     std::mt19937 rng(7);
     for (const NamedSet& set : all_sets()) {
