@@ -191,15 +191,11 @@ void EngineWorker::run() {
                 } else if (!slot->decoding) {
                     Job& job = *slot->job;
                     if (job.deadline && Clock::now() >= *job.deadline) job.request_cancel(CancelReason::Deadline);
-                    if (job.cancel.load()) {
-                        finish_cancelled(job, slot->usage);
-                        release(*slot);
-                    }
+                    if (job.cancel.load()) finish_cancelled(*slot);
                 }
             } catch (const std::exception& e) {
                 spdlog::error("job {}: {}", slot->job->id, e.what());
-                fail(*slot->job, FailureKind::Internal, e.what(), slot->usage);
-                release(*slot);
+                fail(*slot, FailureKind::Internal, e.what());
             }
         }
         step();
@@ -227,17 +223,17 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
     slot.tool_calls_malformed = false;
     if (job.cancel.load()) {
         // Left while queued: never started (llama.cpp #13262).
-        if (job.cancel_reason.load() == CancelReason::ClientGone)
+        if (job.cancel_reason.load() == CancelReason::ClientGone) {
             metrics_.count_request(RequestOutcome::Dropped);
-        else
-            finish_cancelled(job, slot.usage);
-        release(slot);
+            retire(slot, std::nullopt);
+        } else {
+            finish_cancelled(slot);
+        }
         return;
     }
     if (job.deadline && Clock::now() >= *job.deadline) {
         job.request_cancel(CancelReason::Deadline);
-        finish_cancelled(job, slot.usage);
-        release(slot);
+        finish_cancelled(slot);
         return;
     }
     if (options_.live) options_.live->begin(job, engine_.stats());
@@ -263,8 +259,7 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
         }
     } catch (const std::exception& e) {
         spdlog::error("job {}: {}", job.id, e.what());
-        fail(job, FailureKind::Internal, e.what(), slot.usage);
-        release(slot);
+        fail(slot, FailureKind::Internal, e.what());
     }
 }
 
@@ -284,8 +279,7 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     if (slot.grammar && !slot.grammar->accept(id)) {
         // Only possible if the tokenizer cannot spell what the grammar needs next.
         spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, slot.generated);
-        fail(job, FailureKind::Internal, "constrained decoding found no token the output format allows", slot.usage);
-        release(slot);
+        fail(slot, FailureKind::Internal, "constrained decoding found no token the output format allows");
         return false;
     }
     slot.adjust->observe(id);
@@ -335,8 +329,7 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
     if (cancelled || job.cancel.load()) {
         metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
-        finish_cancelled(job, slot.usage);
-        release(slot);
+        finish_cancelled(slot);
         return false;
     }
     slot.next_token = id;
@@ -468,14 +461,18 @@ void EngineWorker::finish_ok(Slot& slot) {
     done.finish_reason = slot.finish_reason;
     done.stop_sequence = slot.stop->matched();
     done.usage = slot.usage;
-    if (last_choice) metrics_.count_request(RequestOutcome::Ok);  // counted before the client can see it
-    emit(job, std::move(done));
-    // A later request that continues this conversation resumes here.
-    slot.session->remember();
     if (last_choice) {
-        release(slot);
+        metrics_.count_request(RequestOutcome::Ok);
+        Session& session = *slot.session;
+        retire(slot, std::move(done));
+        // A later request that continues this conversation resumes here (after the response:
+        // the disk tier writes it through). /slots shows the entry from here on.
+        session.remember();
+        publish_board(true);
         return;
     }
+    emit(job, std::move(done));
+    slot.session->remember();
     // n > 1: the next choice is a separate sequence from the same prompt, resumed from the
     // prompt cache (the prompt is evaluated once).
     int reused = 0;
@@ -514,27 +511,27 @@ void EngineWorker::start_choice(Slot& slot, int choice) {
 }
 
 void EngineWorker::finish_failed(Slot& slot, const Status& st) {
-    Job& job = *slot.job;
     switch (st.code) {
-        case StatusCode::Cancelled: finish_cancelled(job, slot.usage); break;
-        case StatusCode::ContextFull: fail(job, FailureKind::ContextFull, st.message, slot.usage); break;
-        case StatusCode::InvalidArgument: fail(job, FailureKind::InvalidPrompt, st.message, slot.usage); break;
+        case StatusCode::Cancelled: finish_cancelled(slot); break;
+        case StatusCode::ContextFull: fail(slot, FailureKind::ContextFull, st.message); break;
+        case StatusCode::InvalidArgument: fail(slot, FailureKind::InvalidPrompt, st.message); break;
         default:
-            spdlog::error("job {}: engine failed: {}", job.id, st.message);
+            spdlog::error("job {}: engine failed: {}", slot.job->id, st.message);
             if (st.code == StatusCode::IoError && options_.on_io_error) options_.on_io_error(st.message);
-            fail(job, FailureKind::EngineFailed, st.message, slot.usage);
+            fail(slot, FailureKind::EngineFailed, st.message);
     }
-    release(slot);
 }
 
-void EngineWorker::release(Slot& slot) {
-    // whichever way the job ended, the status page stops showing it as active
-    if (options_.live) options_.live->end(slot.job->id);
+// Whichever way the job ended: the status page, /slots, the gauges and busy() stop showing it
+// first, and only then does its last event go out, so that a client reading /v1/status or
+// /slots after the response (or after its error) never sees the request still running.
+void EngineWorker::retire(Slot& slot, std::optional<JobEvent> last) {
+    const std::shared_ptr<Job> job = std::move(slot.job);
+    if (options_.live) options_.live->end(job->id);
     {
         std::lock_guard lock(current_mutex_);
-        std::erase(current_, slot.job);
+        std::erase(current_, job);
     }
-    slot.job.reset();
     slot.decoding = false;
     slot.next_token = -1;
     ++jobs_finished_;
@@ -542,6 +539,7 @@ void EngineWorker::release(Slot& slot) {
     busy_ = active > 0;
     metrics_.set_processing(active);
     publish_board(true);
+    if (last) emit(*job, std::move(*last));
 }
 
 void EngineWorker::publish_board(bool force) {
@@ -594,19 +592,20 @@ bool EngineWorker::emit(Job& job, JobEvent event) {
     return false;
 }
 
-void EngineWorker::fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage) {
+void EngineWorker::fail(Slot& slot, FailureKind kind, const std::string& message) {
     metrics_.count_request(outcome_of(kind));
-    emit(job, failure_event(kind, message, usage));
+    JobEvent event = failure_event(kind, message, slot.usage);
+    retire(slot, std::move(event));
 }
 
-void EngineWorker::finish_cancelled(Job& job, const Usage& usage) {
-    switch (job.cancel_reason.load()) {
+void EngineWorker::finish_cancelled(Slot& slot) {
+    switch (slot.job->cancel_reason.load()) {
         case CancelReason::Deadline:
-            fail(job, FailureKind::Deadline, "the request did not finish within its deadline (--deadline-s)", usage);
+            fail(slot, FailureKind::Deadline, "the request did not finish within its deadline (--deadline-s)");
             return;
-        case CancelReason::Shutdown: fail(job, FailureKind::ShuttingDown, "the server is shutting down", usage); return;
+        case CancelReason::Shutdown: fail(slot, FailureKind::ShuttingDown, "the server is shutting down"); return;
         default:  // the client left or could not keep up: nobody is listening any more
-            fail(job, FailureKind::Cancelled, "request cancelled", usage);
+            fail(slot, FailureKind::Cancelled, "request cancelled");
     }
 }
 

@@ -14,6 +14,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -64,13 +65,13 @@ private:
     void finish_ok(Slot& slot);
     void start_choice(Slot& slot, int choice);
     void finish_failed(Slot& slot, const Status& st);
-    void release(Slot& slot);
+    void retire(Slot& slot, std::optional<JobEvent> last);
     bool step();
     void publish_board(bool force);
     bool emit(Job& job, JobEvent event);
-    void fail(Job& job, FailureKind kind, const std::string& message, const Usage& usage);
+    void fail(Slot& slot, FailureKind kind, const std::string& message);
     void take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed);
-    void finish_cancelled(Job& job, const Usage& usage);
+    void finish_cancelled(Slot& slot);
 
     Engine& engine_;
     const Tokenizer& tokenizer_;

@@ -137,7 +137,7 @@ test('Stop cancels the job on the server; a second request waits in the queue wi
 });
 
 test('loading shows progress, then the UI becomes ready by itself', async () => {
-  const daemon = await startDaemon('fake', ['--loading-ms', '6000']);
+  const daemon = await startDaemon('fake', ['--loading']);
   const page = await openPage(browser.context, daemon.url + '/');
   try {
     await page.waitForSelector('#banner:not([hidden])');
@@ -150,6 +150,7 @@ test('loading shows progress, then the UI becomes ready by itself', async () => 
     await page.press('#input', 'Enter');
     assert.equal(await page.inputValue('#input'), 'Early message');
     await screenshot(page, 'loading');
+    daemon.proc.stdin.write('loaded\n');  // loading ends when the test has seen it
     await ready(page);
     assert.equal(await page.isHidden('#banner'), true);
     assert.equal(await page.isDisabled('#send'), false);

@@ -4,11 +4,12 @@
 // closes or SIGTERM. With --record-prompts FILE, every prompt the engine is given is appended to
 // FILE as one JSON string per line (specials spelled out), for tests to assert on.
 //   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
-//                       [--loading-ms N] [--record-prompts FILE]
+//                       [--loading] [--record-prompts FILE]
 // --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
 // tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
-// --loading-ms keeps the daemon in its loading phase for N ms (status "loading weights 40%"),
-// for the UI's loading state.
+// --loading keeps the daemon in its loading phase (status "loading weights 40%") until a line
+// "loaded" arrives on stdin, for the UI's loading state: the test says when loading ends, so
+// what it sees while loading does not depend on how fast the browser starts.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
     FakeEngineOptions options;
     std::string answer = "Hello from the fake engine!";
     std::string xtml;
-    int loading_ms = 0;
+    bool loading = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--api-key" && i + 1 < argc) {
@@ -36,8 +37,8 @@ int main(int argc, char** argv) {
             options.token_delay = std::chrono::milliseconds(std::atoi(argv[++i]));
         } else if (a == "--alias" && i + 1 < argc) {
             config.model_alias = argv[++i];
-        } else if (a == "--loading-ms" && i + 1 < argc) {
-            loading_ms = std::atoi(argv[++i]);
+        } else if (a == "--loading") {
+            loading = true;
         } else if (a == "--answer" && i + 1 < argc) {
             answer = argv[++i];
         } else if (a == "--xtml" && i + 1 < argc) {
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
             };
         } else {
             std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] "
-                                 "[--xtml TEXT] [--alias NAME] [--loading-ms N] [--record-prompts FILE]\n");
+                                 "[--xtml TEXT] [--alias NAME] [--loading] [--record-prompts FILE]\n");
             return 2;
         }
     }
@@ -62,20 +63,17 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
-    TestServer server(config, options, loading_ms == 0);
-    if (loading_ms > 0) {
-        server.state.set_status("loading weights 40%");
-        std::thread([&server, loading_ms] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(loading_ms));
-            server.state.set_status("ready");
-            server.state.phase = Phase::Ready;
-        }).detach();
-    }
+    TestServer server(config, options, !loading);
+    if (loading) server.state.set_status("loading weights 40%");
     std::printf("listening on http://127.0.0.1:%d\n", server.port);
     std::fflush(stdout);
-    std::thread([] {
-        char buf[256];
-        while (read(STDIN_FILENO, buf, sizeof buf) > 0) {
+    std::thread([&server] {
+        std::string line;
+        while (std::getline(std::cin, line)) {
+            if (line == "loaded" && server.state.phase.load() == Phase::Loading) {
+                server.state.set_status("ready");
+                server.state.phase = Phase::Ready;
+            }
         }
         kill(getpid(), SIGTERM);
     }).detach();
