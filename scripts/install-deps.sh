@@ -8,6 +8,7 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev doctest-dev
   libpcre2-dev libsystemd-dev libbenchmark-dev libcurl4-openssl-dev libssl-dev
   python3 python3-numpy
+  libpng-dev libjpeg62-turbo-dev python3-pil   # image input (engine/vision); Pillow is the tests' oracle
   haproxy
   # The web UI's Markdown, sanitiser and code highlighter, embedded into the binary at build time.
   libjs-marked node-dompurify libjs-highlight.js
