@@ -57,6 +57,15 @@ DaemonProcess::DaemonProcess(std::vector<std::string> args, bool wait_ready) {
         },
         std::chrono::seconds(60));
     if (!ready || exited()) fail("daemon did not become ready");
+    // /health answers once the daemon is ready, but its log reaches log_ through a pipe and a
+    // reader thread, which on a busy machine can lag: wait for the daemon's own "ready:" line,
+    // so a test that reads the start-up lines (kernels, memory plan) sees all of them.
+    eventually(
+        [&] {
+            std::lock_guard lock(mutex_);
+            return log_.find("ready: serving") != std::string::npos;
+        },
+        std::chrono::seconds(30));
 }
 
 DaemonProcess::~DaemonProcess() { stop_and_join(); }
