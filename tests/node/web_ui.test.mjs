@@ -181,10 +181,11 @@ test('conversations survive a reload and can be renamed, deleted and restored', 
   assert.equal(await page.locator('.edit-input').count(), 0);
 
   // Delete, then undo.
+  // Both are asynchronous (IndexedDB): wait for the list to change.
   await page.click('#conversation-list li:first-child .delete');
-  assert.equal(await page.locator('#conversation-list li').count(), 1);
+  await page.waitForFunction(() => document.querySelectorAll('#conversation-list li').length === 1);
   await page.click('#toast-undo');
-  assert.equal(await page.locator('#conversation-list li').count(), 2);
+  await page.waitForFunction(() => document.querySelectorAll('#conversation-list li').length === 2);
   await screenshot(page, 'conversations');
   assert.deepEqual(seriousProblems(page), []);
   await page.close();

@@ -51,7 +51,8 @@ test('Markdown and code are rendered; a <script> in the output does not run', as
     assert.equal(await md.locator('h1').textContent(), 'Result');
     assert.equal(await md.locator('strong').textContent(), 'bold');
     assert.equal(await md.locator('pre code.language-python').count(), 1);
-    assert.ok(await md.locator('pre code .hljs-keyword').count() >= 1, 'code is highlighted');
+    // highlight.js is loaded with the first code block: wait for the highlighting.
+    await page.waitForSelector('.msg.assistant pre code.language-python .hljs-keyword');
     assert.equal(await md.locator('script').count(), 0);
     assert.equal(await md.locator('[onerror]').count(), 0);
     const hrefs = await md.locator('a').evaluateAll((as) => as.map((a) => a.getAttribute('href') || ''));
