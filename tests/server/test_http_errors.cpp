@@ -51,7 +51,6 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
         {"missing prompt", "/v1/completions", R"({"max_tokens": 3})", 400, "missing_required_parameter"},
         {"max_tokens wrong type", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})", 400, "invalid_type"},
         {"max_tokens negative", "/v1/completions", R"({"prompt": "x", "max_tokens": -1})", 400, ""},
-        {"max_tokens 2^63", "/v1/completions", R"({"prompt": "x", "max_tokens": 18446744073709551615})", 400, ""},
         {"temperature too high", "/v1/completions", R"({"prompt": "x", "temperature": 3})", 400, ""},
         {"temperature negative", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "temperature": -0.5})", 400, ""},
         {"temperature wrong type", "/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "invalid_type"},
