@@ -70,7 +70,6 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
         {"tool role", "/v1/chat/completions", R"({"messages": [{"role":"tool","content":"x"}]})", 400, ""},
         {"content wrong type", "/v1/chat/completions", R"({"messages": [{"role":"user","content":42}]})", 400, "invalid_type"},
         {"image content", "/v1/chat/completions", R"({"messages": [{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", 400, ""},
-        {"tools", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tools": [{"type":"web_search"}]})", 400, "unsupported_parameter"},
         {"tool without function", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tools": [{"type":"function"}]})", 400, "missing_required_parameter"},
         {"tool_choice without tools", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tool_choice": "required"})", 400, ""},
         {"tool result answering no call", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}, {"role":"tool","tool_call_id":"call_1","content":"x"}]})", 400, ""},
@@ -122,6 +121,15 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
         REQUIRE(r);
         CHECK(r->status == 200);
         CHECK(json::parse(r->body)["model"] == "gpt-5");
+    }
+    // A tool this server cannot run is left out of the prompt, and said so.
+    {
+        auto r = c.Post("/v1/chat/completions",
+                        R"({"max_tokens": 2, "messages": [{"role":"user","content":"x"}], "tools": [{"type":"web_search"}]})",
+                        "application/json");
+        REQUIRE(r);
+        CHECK(r->status == 200);
+        CHECK(r->get_header_value("X-K3-Ignored-Tools") == "web_search");
     }
     // Unknown route and wrong method.
     check_error(c.Get("/v1/engines"), 404);
