@@ -109,8 +109,16 @@ test('what the server cannot honour is a 400 naming it', async () => {
     textClient.responses.create({ model: 'fake', input: 'x', ...extra }),
     (e) => e instanceof OpenAI.BadRequestError && re.test(e.message), JSON.stringify(extra));
   await bad({ previous_response_id: 'resp_123' }, /previous_response_id/);
-  await bad({ tools: [{ type: 'web_search' }] }, /only function tools/);
   await bad({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, /input_text/);
   await bad({ background: true }, /background/);
-  await bad({ frobnicate: 1 }, /frobnicate/);
+});
+
+test('a hosted tool is left out of the prompt and named in a header; an unknown field is ignored', async () => {
+  // docs/api.md, the tolerance policy: what we cannot run is said, what we do not know is skipped.
+  const hosted = await textClient.responses.create({ model: 'fake', input: 'x', tools: [{ type: 'web_search' }] })
+    .withResponse();
+  assert.match(hosted.response.headers.get('x-k3-ignored-tools') ?? '', /web_search/);
+  assert.equal(hosted.data.status, 'completed');
+  const unknown = await textClient.responses.create({ model: 'fake', input: 'x', frobnicate: 1 });
+  assert.equal(unknown.status, 'completed');
 });
