@@ -25,6 +25,24 @@ void softmax_scaled_in_place(float* scores, int64_t n, float scale) {
     for (int64_t s = 0; s < n; ++s) scores[s] = scores[s] / z;
 }
 
+void kda_step_column(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                     float* o, int D, int j) {
+    float u = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = s * alpha[i];
+        u = std::fma(k[i], s, u);
+    }
+    const float delta = v[j] - u;
+    float out = 0.0f;
+    for (int i = 0; i < D; ++i) {
+        float& s = S[static_cast<int64_t>(i) * D + j];
+        s = std::fma(k[i] * beta, delta, s);
+        out = std::fma(qs[i], s, out);
+    }
+    o[j] = out;
+}
+
 uint16_t f32_to_bf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);

@@ -35,6 +35,13 @@ constexpr uint32_t e8m0_bits(uint8_t s) {
 // so attention probabilities are the same bits everywhere.
 void softmax_scaled_in_place(float* scores, int64_t n, float scale);
 
+// Column j of one KDA step (kda_step in kernels.h), alone, with the operations of the reference:
+// decay, u = k^T S as one fma chain in increasing i, the delta write, o[j] from the updated S.
+// The SIMD sets use it for the D % width columns left after their vector tiles; compiled
+// without ISA flags (format.cpp), so it is the same code, and so the same bits, everywhere.
+void kda_step_column(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
+                     float* o, int D, int j);
+
 // The set a name maps to: itself when this build and CPU have it, else the best set below it;
 // nullptr, "" or an unknown name: the best available. Engine::load refuses a request that does
 // not map to itself.

@@ -303,32 +303,13 @@ void kda_columns(float* S, const float* qs, const float* k, const float* v, cons
     for (int b = 0; b < NV; ++b) vst1q_f32(o + j0 + 4 * b, out[b]);
 }
 
-// The last D % 4 columns, one at a time, with the same operations.
-void kda_column_scalar(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
-                       float* o, int D, int j) {
-    float u = 0.0f;
-    for (int i = 0; i < D; ++i) {
-        float& s = S[static_cast<int64_t>(i) * D + j];
-        s = s * alpha[i];
-        u = std::fma(k[i], s, u);
-    }
-    const float delta = v[j] - u;
-    float out = 0.0f;
-    for (int i = 0; i < D; ++i) {
-        float& s = S[static_cast<int64_t>(i) * D + j];
-        s = std::fma(k[i] * beta, delta, s);
-        out = std::fma(qs[i], s, out);
-    }
-    o[j] = out;
-}
-
 void kda_step_neon(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                    float* o, int D) {
     K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
     int j = 0;
     for (; j + 32 <= D; j += 32) kda_columns<8>(S, qs, k, v, alpha, beta, o, D, j);
     for (; j + 4 <= D; j += 4) kda_columns<1>(S, qs, k, v, alpha, beta, o, D, j);
-    for (; j < D; ++j) kda_column_scalar(S, qs, k, v, alpha, beta, o, D, j);
+    for (; j < D; ++j) kda_step_column(S, qs, k, v, alpha, beta, o, D, j);  // the last columns
 }
 
 // ---- attention over cached positions ----
