@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "k3/error.h"
+#include "k3/grammar.h"
 
 namespace k3::grammar {
 
@@ -101,7 +102,8 @@ GrammarRules GrammarBuilder::finish(int32_t root) {
     constexpr int32_t kInf = GrammarRules::kUnreachable;
     const size_t n_rules = alternatives_.size();
     // Shortest output of each rule, by fixed point (a rule referring only to unfinished rules
-    // stays at infinity: it can never end, which is a bug in the builder).
+    // stays at infinity: it can never end). A schema can ask for that (an object that requires
+    // itself), so it is the request's error: no finite value satisfies it.
     std::vector<int32_t> rule_min(n_rules, kInf);
     auto seq_min = [&](const Sequence& s) {
         int64_t total = 0;
@@ -119,7 +121,8 @@ GrammarRules GrammarBuilder::finish(int32_t root) {
     }
     for (size_t r = 0; r < n_rules; ++r)
         if (rule_min[r] >= kInf)
-            throw Error(ErrorKind::Runtime, "grammar: rule '" + names_[r] + "' can never finish");
+            throw GrammarError("", "", "no finite value satisfies this schema: its rule '" + names_[r] +
+                                           "' can never finish (a required property or item that contains itself?)");
 
     GrammarRules g;
     g.rule_starts.resize(n_rules);

@@ -1,6 +1,7 @@
 // Reading a tokenizer from a model directory (spec 6.1, 6.2): tiktoken.model (one
 // "<base64 bytes> <rank>" per line) and tokenizer_config.json (added_tokens_decoder: id ->
 // {content, ...}). Also the npm tiktoken rank format used by the parity tests.
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,10 @@ std::vector<std::string> read_tiktoken_model(const std::filesystem::path& path) 
     const std::string text = read_file(path);
     std::vector<std::string> ranks;
     std::vector<char> seen;
+    // Ranks are the ids 0..N-1, one a line, so none can reach the file's line count: a rank
+    // beyond it is refused before anything is sized by it (one line "... 15999999" used to
+    // allocate 16 million empty tokens, 0.5 GB, before the gap was noticed).
+    const size_t max_ranks = size_t(std::count(text.begin(), text.end(), '\n')) + 1;
     size_t line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
         size_t eol = text.find('\n', pos);
@@ -62,6 +67,10 @@ std::vector<std::string> read_tiktoken_model(const std::filesystem::path& path) 
         if (ec != std::errc() || end != rank_text.data() + rank_text.size() || rank < 0 || rank > 16'000'000)
             throw Error(ErrorKind::Config, "tokenizer: " + where() + ": malformed rank '" +
                                                std::string(rank_text) + "'");
+        if (static_cast<size_t>(rank) >= max_ranks)
+            throw Error(ErrorKind::Config, "tokenizer: " + where() + ": rank " + std::to_string(rank) +
+                                               " is beyond the file's " + std::to_string(max_ranks) +
+                                               " lines (ranks must be 0..N-1, the rank is the id)");
         if (static_cast<size_t>(rank) >= ranks.size()) {
             ranks.resize(static_cast<size_t>(rank) + 1);
             seen.resize(static_cast<size_t>(rank) + 1, 0);

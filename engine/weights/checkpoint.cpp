@@ -14,25 +14,48 @@ namespace {
 
 constexpr size_t kMaxListedProblems = 40;
 
+// Counts every problem, keeps the text of the first few only (a config with millions of
+// missing tensors must not hold millions of messages).
 class Problems {
 public:
-    void add(std::string p) { list_.push_back(std::move(p)); }
-    bool empty() const { return list_.empty(); }
-    size_t size() const { return list_.size(); }
+    void add(std::string p) {
+        if (list_.size() < kMaxListedProblems) list_.push_back(std::move(p));
+        ++count_;
+    }
+    bool empty() const { return count_ == 0; }
+    size_t size() const { return count_; }
     [[noreturn]] void raise(const std::filesystem::path& dir, size_t missing) const {
-        std::string msg = dir.string() + ": checkpoint refused (" + std::to_string(list_.size()) +
-                          (list_.size() == 1 ? " problem" : " problems");
+        std::string msg = dir.string() + ": checkpoint refused (" + std::to_string(count_) +
+                          (count_ == 1 ? " problem" : " problems");
         if (missing) msg += ", " + std::to_string(missing) + " required tensors missing";
         msg += "):";
-        for (size_t i = 0; i < list_.size() && i < kMaxListedProblems; ++i) msg += "\n  " + list_[i];
-        if (list_.size() > kMaxListedProblems)
-            msg += "\n  ... and " + std::to_string(list_.size() - kMaxListedProblems) + " more";
+        for (const auto& p : list_) msg += "\n  " + p;
+        if (count_ > list_.size()) msg += "\n  ... and " + std::to_string(count_ - list_.size()) + " more";
         throw Error(ErrorKind::Checkpoint, msg);
     }
 
 private:
     std::vector<std::string> list_;
+    size_t count_ = 0;
 };
+
+// How many tensors, and how many bytes of them, the config implies: arithmetic over one
+// layer's trunk and one expert at a time, so nothing is sized by the config before the files
+// are known to be big enough for it.
+std::pair<uint64_t, uint64_t> implied_size(const ModelConfig& c) {
+    const uint64_t E = uint64_t(c.hidden_size), V = uint64_t(c.vocab_size);
+    uint64_t tensors = 5, bytes = 2 * (V * E * 2) + 2 * (E * 2) + E * 2;  // embed, lm_head, norms, proj
+    for (int il = 0; il < c.num_hidden_layers; ++il) {
+        for (const TensorSpec& spec : layer_trunk_tensors(c, il)) {
+            ++tensors;
+            bytes += uint64_t(spec.nbytes());
+        }
+        if (c.is_dense(il)) continue;
+        tensors += uint64_t(kExpertParts) * uint64_t(c.num_experts);
+        bytes += uint64_t(expert_bytes(c)) * uint64_t(c.num_experts);
+    }
+    return {tensors, bytes};
+}
 
 // The byte run covering `tensors` when they all sit in one shard back to back (in any order);
 // otherwise records why not and returns a run with shard -1.
@@ -87,6 +110,27 @@ Checkpoint open_checkpoint(const std::filesystem::path& dir) {
     const ModelConfig& cfg = ck.config;
     const TensorDirectory& td = ck.directory;
     auto file = [&](const TensorInfo& t) { return td.shards()[size_t(t.shard)].path.filename().string(); };
+
+    // 0. The config's size against the files', judged together before any tensor is listed: a
+    // config inside every single cap (num_experts 65,536) would otherwise list 24 million
+    // tensor names (2.2 GB) to report them missing. A config that asks for more than twice
+    // what the files hold does not describe them; anything closer (a few tensors missing or
+    // of the wrong shape) is listed tensor by tensor below, which then costs at most twice
+    // the files' own directory.
+    {
+        const auto [want_tensors, want_bytes] = implied_size(cfg);
+        uint64_t have_bytes = 0;
+        for (const ShardInfo& s : td.shards()) have_bytes += uint64_t(std::max<int64_t>(0, s.file_size - s.data_start));
+        const uint64_t have_tensors = td.tensors().size();
+        if (want_tensors > 2 * have_tensors + 64 || want_bytes / 2 > have_bytes)
+            throw Error(ErrorKind::Checkpoint,
+                        dir.string() + ": checkpoint refused: config.json implies " + std::to_string(want_tensors) +
+                            " tensors of " + std::to_string(want_bytes) + " bytes (" +
+                            std::to_string(cfg.num_hidden_layers) + " layers, " + std::to_string(cfg.num_experts) +
+                            " experts each), but the " + std::to_string(td.shards().size()) + " shards hold " +
+                            std::to_string(have_tensors) + " tensors in " + std::to_string(have_bytes) +
+                            " bytes: the config does not describe these files");
+    }
 
     // 1. Every tensor the config implies, with its dtype and shape.
     Problems problems;

@@ -123,7 +123,11 @@ TEST_CASE("malformed tokenizer files are refused with the file, line and problem
     k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= x1\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("tiktoken.model:257: malformed rank") != std::string::npos);
 
+    // A rank the file's line count cannot reach is refused before anything is sized by it.
     k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= 300\n");
+    CHECK(error_of([&] { Tokenizer::load(dir); }).find("tiktoken.model:257: rank 300 is beyond the file's 258 lines") !=
+          std::string::npos);
+    k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= 257\nYWJj 258\n");
     CHECK(error_of([&] { Tokenizer::load(dir); }).find("rank 256 is missing") != std::string::npos);
 
     k3::test::write_file(dir / "tiktoken.model", bytes_ok + "YWI= 5\n");
