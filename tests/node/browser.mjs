@@ -49,6 +49,7 @@ export async function storedConversations(page) {
     const open = indexedDB.open('k3serve', 1);
     open.onerror = () => reject(open.error);
     open.onsuccess = () => {
+      if (!open.result.objectStoreNames.contains('conversations')) return resolve([]);  // a page that never stored one
       const r = open.result.transaction('conversations').objectStore('conversations').getAll();
       r.onerror = () => reject(r.error);
       r.onsuccess = () => resolve(r.result.sort((a, b) => b.updated - a.updated).map((c) => {

@@ -27,9 +27,12 @@ function tinyModel(bin) {
 }
 
 // Resolves with {url, port, proc, stop()} once the daemon prints its listening line
-// (and, for the real daemon, once /health says ok).
+// (and, for the real daemon, once /health says ok). With K3_WEB_DIR set, both daemons serve the
+// UI's own files from that directory (--web-dir): tests/node/web_ui_against.sh runs the UI
+// tests against an older web/ that way, to show that a test fails without the change it covers.
 export async function startDaemon(kind, extraArgs = []) {
   let cmd, args;
+  if (process.env.K3_WEB_DIR) extraArgs = [...extraArgs, '--web-dir', process.env.K3_WEB_DIR];
   if (kind === 'fake') {
     cmd = need('K3_FAKE_DAEMON');
     args = extraArgs;

@@ -4,7 +4,7 @@
 // closes or SIGTERM. With --record-prompts FILE, every prompt the engine is given is appended to
 // FILE as one JSON string per line (specials spelled out), for tests to assert on.
 //   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
-//                       [--loading] [--record-prompts FILE]
+//                       [--loading] [--record-prompts FILE] [--web-dir DIR]
 // --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
 // tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
 // --loading keeps the daemon in its loading phase (status "loading weights 40%") until a line
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
             options.token_delay = std::chrono::milliseconds(std::atoi(argv[++i]));
         } else if (a == "--alias" && i + 1 < argc) {
             config.model_alias = argv[++i];
+        } else if (a == "--web-dir" && i + 1 < argc) {
+            config.web_dir = argv[++i];
         } else if (a == "--loading") {
             loading = true;
         } else if (a == "--answer" && i + 1 < argc) {
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
             };
         } else {
             std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] "
-                                 "[--xtml TEXT] [--alias NAME] [--loading] [--record-prompts FILE]\n");
+                                 "[--xtml TEXT] [--alias NAME] [--loading] [--record-prompts FILE] "
+                                 "[--web-dir DIR]\n");
             return 2;
         }
     }
