@@ -123,6 +123,7 @@ struct Exchange {
 HttpServerOptions front_options(const DaemonConfig& c) {
     HttpServerOptions o;
     o.limits.max_body = c.max_body_bytes;
+    o.max_inflight_body = size_t(c.max_inflight_body_mb) << 20;
     o.head_timeout_s = c.header_timeout_s;
     o.body_timeout_s = c.body_timeout_s;
     o.keep_alive_s = 5;
@@ -130,6 +131,8 @@ HttpServerOptions front_options(const DaemonConfig& c) {
     // Running + queued + a reserve for /health, /metrics and the quick routes.
     o.max_handlers = std::max(c.http_threads, c.queue_depth + c.parallel + 16);
     o.max_connections = c.max_connections;
+    o.max_connections_per_address = c.max_connections_per_address;
+    o.first_byte_timeout_s = c.first_byte_timeout_s;
     o.priority_paths = {"/health", "/v1/health", "/metrics"};
     return o;
 }
@@ -204,7 +207,7 @@ struct Router::Impl {
         add_cors(req, res);
         if (req.method == "OPTIONS") {
             res.status = config().cors_origin.empty() ? 405 : 204;
-            if (res.status == 405) res.set_header("Allow", "GET, POST");
+            if (res.status == 405) res.set_header("Allow", "GET, HEAD, POST");
             return HttpServer::HandlerResponse::Handled;
         }
         // Only JSON bodies: a form or text/plain POST is a "simple" cross-site request that a
@@ -306,7 +309,8 @@ struct Router::Impl {
         server.Get("/v1/health", wrap([this](const auto& req, auto& res) { health(req, res); }));
         server.Get("/metrics", wrap([this](const auto&, auto& res) {
                        res.set_content(state.metrics.render(state.queue.size(), state.queue.capacity(),
-                                                            state.phase.load() == Phase::Ready, state.weights_load()),
+                                                            state.phase.load() == Phase::Ready, state.weights_load()) +
+                                           render_connection_figures(server.connection_figures()),
                                        "text/plain; version=0.0.4");
                    }));
         server.Get("/v1/status", wrap([this](const auto& req, auto& res) { status(req, res); }));

@@ -1,5 +1,7 @@
 #include "http/http_server.h"
 
+#include "http/connection_table.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -18,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace k3::server {
@@ -142,6 +145,10 @@ struct Connection {
     bool request_started = false;      // a byte of the current request has arrived
     bool continue_sent = false;
     bool lingering = false;            // answered with an error: reading and dropping until close
+    size_t body_reserved = 0;          // its share of HttpServerOptions::max_inflight_body
+    Clock::time_point idle_since;      // since when it waits for a request (oldest idle goes first)
+    bool over_cap = false;             // accepted past the total cap: /health and /metrics only
+    ConnectionTable::Entry address_hold;  // counts it against its address until it closes
     bool first_request = true;
 
     explicit Connection(RequestLimits limits) : parser(limits) {}
@@ -152,6 +159,7 @@ struct Connection {
 
 struct HttpServer::Impl {
     HttpServerOptions options;
+    ConnectionTable table;  // before every container of connections: they release into it
     struct Route {
         std::string method, path;
         bool prefix = false;
@@ -167,6 +175,7 @@ struct HttpServer::Impl {
     std::thread loop_thread;
     std::atomic<bool> running{false};
     std::atomic<int> open_connections{0};
+    size_t inflight_body = 0;  // the loop's: bodies being received (reserved at their heads)
 
     // Handler threads and the requests waiting for one.
     std::mutex mutex;
@@ -227,6 +236,7 @@ struct HttpServer::Impl {
                 auto next = std::next(it);
                 Connection& c = *it->second;
                 if (now >= c.deadline) {
+                    if (!c.request_started && c.first_request && !c.lingering) ++table.first_byte_deadline;
                     if (c.request_started && !c.lingering) {
                         bool in_head = !c.parser.head_complete();
                         answer_from_loop(c, 408,
@@ -244,8 +254,14 @@ struct HttpServer::Impl {
         open_connections = 0;
     }
 
+    void release_body(Connection& c) {
+        inflight_body -= c.body_reserved;
+        c.body_reserved = 0;
+    }
+
     void close_connection(std::map<int, std::unique_ptr<Connection>>& conns,
                           std::map<int, std::unique_ptr<Connection>>::iterator it) {
+        release_body(*it->second);
         conns.erase(it);
         --open_connections;
     }
@@ -262,15 +278,49 @@ struct HttpServer::Impl {
             c->fd = fd;
             peer_address(fd, false, c->remote_addr, c->remote_port);
             peer_address(fd, true, c->local_addr, c->local_port);
-            c->deadline = after(options.head_timeout_s);
+            // A silent socket has a short deadline for its first byte; the head's runs from it.
+            c->deadline = after(options.first_byte_timeout_s);
+            c->idle_since = Clock::now();
+            int from_address;
+            std::tie(c->address_hold, from_address) = table.acquire(c->remote_addr);
             ++open_connections;
-            if (open_connections.load() > options.max_connections) {
-                answer_from_loop(*c, 503, "too many open connections; retry shortly");
+            // Its address over its share: that address's oldest idle connection makes room, or
+            // this one is refused.
+            if (options.max_connections_per_address > 0 && from_address > options.max_connections_per_address &&
+                !evict_oldest_idle(conns, &c->remote_addr)) {
+                ++table.refused_address;
+                answer_from_loop(*c, 503, "too many open connections from " + c->remote_addr + "; retry shortly");
                 --open_connections;
                 continue;
             }
+            // At the total cap, the oldest idle connection anywhere makes room; with none idle
+            // this one may still ask for /health or /metrics (up to 16 such).
+            if (open_connections.load() > options.max_connections && !evict_oldest_idle(conns, nullptr))
+                c->over_cap = true;
             conns.emplace(fd, std::move(c));
         }
+    }
+
+    // Closes the connection that has waited longest for a request (from `address` only, when
+    // given); false when none is idle. Connections sending a request are bounded by their
+    // deadlines instead.
+    bool evict_oldest_idle(std::map<int, std::unique_ptr<Connection>>& conns, const std::string* address) {
+        std::vector<std::map<int, std::unique_ptr<Connection>>::iterator> idle;
+        for (auto it = conns.begin(); it != conns.end(); ++it) {
+            const Connection& c = *it->second;
+            if (c.request_started || c.lingering || (address && c.remote_addr != *address)) continue;
+            idle.push_back(it);
+        }
+        std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->second->idle_since < b->second->idle_since; });
+        for (auto it : idle) {
+            // Bytes the loop has not read yet make it a request, not an idle connection.
+            char byte;
+            if (::recv(it->first, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) continue;
+            ++table.evicted_idle;
+            close_connection(conns, it);
+            return true;
+        }
+        return false;
     }
 
     void take_returned(std::map<int, std::unique_ptr<Connection>>& conns) {
@@ -285,6 +335,8 @@ struct HttpServer::Impl {
             c->continue_sent = false;
             c->first_request = false;
             c->deadline = c->request_started ? after(options.head_timeout_s) : after(options.keep_alive_s);
+            c->idle_since = Clock::now();
+            if (open_connections.load() <= options.max_connections) c->over_cap = false;  // room again
             int fd = c->fd;
             auto [it, inserted] = conns.emplace(fd, std::move(c));
             // Pipelined bytes may already hold the next request.
@@ -327,15 +379,21 @@ struct HttpServer::Impl {
         switch (c.parser.state()) {
             case RequestParser::State::Failed:
                 answer_from_loop(c, c.parser.error_status(), c.parser.error_message());
-                // Read and drop what the client is still sending for a moment, so that the
-                // answer is not lost to a reset, then close.
-                ::shutdown(c.fd, SHUT_WR);
-                c.lingering = true;
-                c.input.clear();
-                c.deadline = after(1.0);
+                linger(c);
                 return true;
             case RequestParser::State::Body:
                 if (!was_head) {
+                    // The head is judged before any of the body is read (or invited).
+                    if (c.over_cap) {
+                        ++table.refused_total;
+                        answer_from_loop(c, 503, "too many open connections; retry shortly");
+                        linger(c);
+                        return true;
+                    }
+                    if (!admit_body(c)) {
+                        linger(c);
+                        return true;
+                    }
                     c.deadline = after(options.body_timeout_s);
                     if (c.parser.request().expect_continue && !c.continue_sent && c.parser.request().version_minor == 1) {
                         static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -346,6 +404,13 @@ struct HttpServer::Impl {
                 }
                 return true;
             case RequestParser::State::Complete: {
+                if (c.over_cap && !is_priority(c.parser.request())) {
+                    ++table.refused_total;
+                    answer_from_loop(c, 503, "too many open connections; retry shortly");
+                    linger(c);
+                    return true;
+                }
+                release_body(c);
                 auto owned = std::move(it->second);
                 conns.erase(it);
                 dispatch(std::move(owned));
@@ -353,6 +418,64 @@ struct HttpServer::Impl {
             }
             case RequestParser::State::Head: return true;
         }
+        return true;
+    }
+
+    // Read and drop what the client is still sending for a moment, so that the answer just
+    // sent is not lost to a reset, then close.
+    void linger(Connection& c) {
+        release_body(c);
+        ::shutdown(c.fd, SHUT_WR);
+        c.lingering = true;
+        c.input.clear();
+        c.deadline = after(1.0);
+    }
+
+    // The request as the handlers see it; `body` is moved in when it has arrived.
+    Request make_request(Connection& c, bool with_body) {
+        ParsedRequest& p = c.parser.request();
+        Request req;
+        req.method = p.method;
+        req.target = p.target;
+        size_t q = p.target.find('?');
+        req.path = p.target.substr(0, q);
+        if (q != std::string::npos) parse_query(p.target.substr(q + 1), req.params);
+        req.version = p.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+        for (auto& [k, v] : p.headers) req.headers.emplace(k, v);
+        if (with_body) req.body = std::move(p.body);
+        req.remote_addr = c.remote_addr;
+        req.remote_port = c.remote_port;
+        req.local_addr = c.local_addr;
+        req.local_port = c.local_port;
+        return req;
+    }
+
+    // A request whose head announced a body: the pre-routing handler judges the head (Host,
+    // Content-Type, API key, loading) and the body budget must have room, or the answer goes
+    // out now and the body is never read. True: read the body.
+    bool admit_body(Connection& c) {
+        if (pre_routing) {
+            Request req = make_request(c, false);
+            Response res;
+            HandlerResponse handled = HandlerResponse::Unhandled;
+            try {
+                handled = pre_routing(req, res);
+            } catch (...) {
+                handled = HandlerResponse::Unhandled;  // the handler thread meets it again
+            }
+            if (handled == HandlerResponse::Handled) {
+                send_from_loop(c, req, res);
+                return false;
+            }
+        }
+        const size_t bound = c.parser.body_bound();
+        if (inflight_body + bound > options.max_inflight_body) {
+            answer_from_loop(c, 503, "the server is receiving " + std::to_string(inflight_body >> 20) +
+                                         " MiB of request bodies already; retry shortly");
+            return false;
+        }
+        c.body_reserved = bound;
+        inflight_body += bound;
         return true;
     }
 
@@ -370,9 +493,14 @@ struct HttpServer::Impl {
         if (status == 503) res.set_header("Retry-After", "2");
         if (error_handler) error_handler(req, res);
         if (res.body.empty()) res.set_content(message + "\n", "text/plain");
+        send_from_loop(c, req, res);
+    }
+
+    void send_from_loop(Connection& c, const Request& req, Response& res) {
+        if (res.status >= 400 && res.body.empty() && error_handler) error_handler(req, res);
         std::string head = response_head(res, req.method.empty() ? 1 : c.parser.request().version_minor, false,
                                          res.body.size(), false);
-        std::string all = head + res.body;
+        std::string all = head + (req.method == "HEAD" ? std::string() : res.body);
         ssize_t ignored = ::send(c.fd, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)ignored;
         if (logger) logger(req, res);
@@ -432,8 +560,10 @@ struct HttpServer::Impl {
         for (const auto& r : routes) {
             bool match = r.prefix ? path.rfind(r.path, 0) == 0 && path.size() > r.path.size() : path == r.path;
             if (!match) continue;
-            if (r.method == method) return &r.handler;
-            if (allow->find(r.method) == std::string::npos) *allow += (allow->empty() ? "" : ", ") + r.method;
+            // HEAD is answered on every GET route: the GET's head, no body (RFC 9110 9.3.2).
+            if (r.method == method || (method == "HEAD" && r.method == "GET")) return &r.handler;
+            for (const char* m : {r.method.c_str(), r.method == "GET" ? "HEAD" : ""})
+                if (*m && allow->find(m) == std::string::npos) *allow += (allow->empty() ? "" : ", ") + std::string(m);
         }
         return nullptr;
     }
@@ -441,19 +571,7 @@ struct HttpServer::Impl {
     // Runs the request and writes the answer. Returns whether the connection stays open.
     bool answer(Connection& c) {
         ParsedRequest& p = c.parser.request();
-        Request req;
-        req.method = p.method;
-        req.target = p.target;
-        size_t q = p.target.find('?');
-        req.path = p.target.substr(0, q);
-        if (q != std::string::npos) parse_query(p.target.substr(q + 1), req.params);
-        req.version = p.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
-        for (auto& [k, v] : p.headers) req.headers.emplace(k, v);
-        req.body = std::move(p.body);
-        req.remote_addr = c.remote_addr;
-        req.remote_port = c.remote_port;
-        req.local_addr = c.local_addr;
-        req.local_port = c.local_port;
+        Request req = make_request(c, true);
 
         CurrentConnection current;
         current.fd = c.fd;
@@ -519,8 +637,15 @@ struct HttpServer::Impl {
             return write_all(c.fd, out.data(), out.size(), timeout);
         }
         // A streamed body: chunked for HTTP/1.1; an HTTP/1.0 client cannot decode chunks, so it
-        // gets the raw bytes and the end of the body is the end of the connection.
+        // gets the raw bytes and the end of the body is the end of the connection. HEAD gets
+        // the head alone.
         bool chunked = version_minor == 1;
+        if (head_only) {
+            std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
+            t_current->committed = true;
+            res.content_provider_success_ = false;
+            return write_all(c.fd, head.data(), head.size(), timeout);
+        }
         if (!chunked) keep = false;
         std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
         t_current->committed = true;
@@ -569,6 +694,16 @@ void HttpServer::set_pre_routing_handler(HandlerWithResponse handler) { impl_->p
 void HttpServer::set_error_handler(HandlerWithResponse handler) { impl_->error_handler = std::move(handler); }
 void HttpServer::set_exception_handler(ExceptionHandler handler) { impl_->exception_handler = std::move(handler); }
 void HttpServer::set_logger(Logger logger) { impl_->logger = std::move(logger); }
+
+ConnectionFigures HttpServer::connection_figures() const {
+    ConnectionFigures f;
+    f.open = impl_->open_connections.load();
+    f.evicted_idle = impl_->table.evicted_idle.load();
+    f.first_byte_deadline = impl_->table.first_byte_deadline.load();
+    f.refused_address = impl_->table.refused_address.load();
+    f.refused_total = impl_->table.refused_total.load();
+    return f;
+}
 
 int HttpServer::bind(const std::string& host, int port) {
     addrinfo hints{}, *res = nullptr;

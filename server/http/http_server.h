@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "http/connection_table.h"
 #include "http/request_parser.h"
 
 namespace k3::server {
@@ -40,11 +41,19 @@ struct HttpServerOptions {
     // GET paths that get a thread even when max_handlers are busy (up to 16 more): /health
     // must answer while a burst of generation requests holds every handler.
     std::vector<std::string> priority_paths;
-    int max_connections = 1024;   // open connections; more are answered 503 and closed
+    // Open connections. Near it, the connection idle longest is closed to make room for a new
+    // one; with none idle, a new one may still ask for a priority path (16 more).
+    int max_connections = 1024;
+    int max_connections_per_address = 256;  // the same, per client address (0: no per-address cap)
+    double first_byte_timeout_s = 3;        // a new connection that sends nothing this long is closed
     // The kernel's send buffer per connection. Fixed (no autotuning, which grows it to 4 MiB):
     // what a client that stops reading pins in the kernel, before the job's own budget
     // (--client-buffer-kb) applies. 256 KiB streams tokens far faster than anyone reads them.
     int send_buffer_bytes = 256 * 1024;
+    // Request bodies being received at once, in bytes (a Content-Length counts in full from the
+    // head on, a chunked body as the body limit): past it a request gets 503 + Retry-After at
+    // its head, so connections x the body limit is never held.
+    size_t max_inflight_body = 256u << 20;
 };
 
 class HttpServer {
@@ -65,13 +74,19 @@ public:
     void Post(const std::string& path, Handler handler);
     void route_prefix(const std::string& method, const std::string& prefix, Handler handler);
 
-    // Runs first for every complete request; Handled means `res` is the answer.
+    // Runs first for every complete request; Handled means `res` is the answer. It sees only the
+    // request's head (method, target, headers): for a request with a body it runs on the
+    // event loop as soon as the head has arrived, before any body byte is read or "100
+    // Continue" is sent, and a Handled answer is sent instead (the body is never read). So it
+    // must be quick and must not block.
     void set_pre_routing_handler(HandlerWithResponse handler);
     // Fills the body of an error answer that has none (status >= 400): the front's own refusals,
     // 404/405, and handlers that set only a status.
     void set_error_handler(HandlerWithResponse handler);
     void set_exception_handler(ExceptionHandler handler);
     void set_logger(Logger logger);
+    // What the connection caps did so far (for /metrics).
+    ConnectionFigures connection_figures() const;
 
     // Binds and listens; returns the port (useful with port 0), -1 on failure.
     int bind(const std::string& host, int port);

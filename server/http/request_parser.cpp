@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 namespace k3::server {
 
@@ -164,10 +165,39 @@ bool RequestParser::finish_head() {
         has_length = true;
         length = n;
     }
-    std::string te = r.header("Transfer-Encoding");
-    if (!te.empty()) {
-        if (!iequals(trim(te), "chunked")) return fail(501, "Transfer-Encoding '" + te + "' is not supported (only chunked)");
+    // Host (RFC 9112 section 3.2): exactly one in HTTP/1.1 (at most one in 1.0), a plain
+    // authority without spaces or a path.
+    int hosts = 0;
+    for (const auto& [k, v] : r.headers) {
+        if (!iequals(k, "Host")) continue;
+        ++hosts;
+        if (!std::all_of(v.begin(), v.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-._~!$&'()*+,;=:[]%", c) != nullptr;
+            }))
+            return fail(400, "the Host header '" + v + "' is not a host name or address");
+    }
+    if (hosts > 1) return fail(400, "a request must carry one Host header, not " + std::to_string(hosts));
+    if (hosts == 0 && r.version_minor == 1) return fail(400, "an HTTP/1.1 request must carry a Host header");
+    // Transfer-Encoding (RFC 9112 section 6.1): the codings of every line, in order; the one
+    // accepted list is a single "chunked".
+    std::vector<std::string> codings;
+    bool has_te = false;
+    for (const auto& [k, v] : r.headers) {
+        if (!iequals(k, "Transfer-Encoding")) continue;
+        has_te = true;
+        size_t pos = 0;
+        while (pos <= v.size()) {
+            size_t comma = std::min(v.find(',', pos), v.size());
+            std::string coding(trim(std::string_view(v).substr(pos, comma - pos)));
+            if (!coding.empty()) codings.push_back(coding);
+            pos = comma + 1;
+        }
+    }
+    if (has_te) {
         if (has_length) return fail(400, "a request must not carry both Content-Length and Transfer-Encoding");
+        for (const auto& coding : codings)
+            if (!iequals(coding, "chunked")) return fail(501, "Transfer-Encoding '" + coding + "' is not supported (only chunked)");
+        if (codings.size() != 1) return fail(400, "Transfer-Encoding must name chunked once, as the last coding");
         chunked_ = true;
     }
     // A compressed body could inflate far past the cap; nothing here needs one.
@@ -197,7 +227,7 @@ bool RequestParser::finish_head() {
     if (chunked_) {
         state_ = State::Body;
     } else if (length > 0) {
-        r.body.reserve(length);
+        // No reservation: the body grows as it arrives, once the head has been judged.
         body_remaining_ = length;
         state_ = State::Body;
     } else {
@@ -229,14 +259,17 @@ size_t RequestParser::feed_chunked(std::string_view data) {
                     size = size * 16 + size_t(hex_value(line_[i]));
                     if (size > limits_.max_body) break;
                 }
-                if (i == 0) {
-                    fail(400, "malformed chunk size line");
+                if (size > limits_.max_body || request_.body.size() + size > limits_.max_body) {
+                    fail(413, "the chunked request body is larger than " + std::to_string(limits_.max_body) + " bytes");
                     return used;
                 }
-                if (size > limits_.max_body || request_.body.size() + size > limits_.max_body)
-                    {
-                    fail(413, "the chunked request body is larger than " + std::to_string(limits_.max_body) +
-                                         " bytes");
+                // RFC 9112 section 7.1: 1*HEXDIG, then only chunk extensions (";" after
+                // optional blanks) before the line end: "f junk" is not a size.
+                size_t j = i;
+                while (j < line_.size() && (line_[j] == ' ' || line_[j] == '\t')) ++j;
+                const bool line_end = line_.compare(j, std::string::npos, "\r\n") == 0 || line_.compare(j, std::string::npos, "\n") == 0;
+                if (i == 0 || (!line_end && line_[j] != ';')) {
+                    fail(400, "malformed chunk size line");
                     return used;
                 }
                 line_.clear();

@@ -51,6 +51,9 @@ public:
     bool head_complete() const { return state_ == State::Body || state_ == State::Complete; }
     ParsedRequest& request() { return request_; }
     const ParsedRequest& request() const { return request_; }
+    // Once the head is complete: the most body bytes this request can bring (its Content-Length,
+    // or the body limit for a chunked body).
+    size_t body_bound() const { return chunked_ ? limits_.max_body : body_remaining_ + request_.body.size(); }
     // For Failed: the HTTP status to answer and why.
     int error_status() const { return error_status_; }
     const std::string& error_message() const { return error_message_; }

@@ -104,6 +104,8 @@ const std::vector<Setting>& settings() {
         int_setting("threads", &DaemonConfig::threads, 0, 4096),
         int_setting("http_threads", &DaemonConfig::http_threads, 1, 1024),
         int_setting("max_connections", &DaemonConfig::max_connections, 1, 1000000),
+        int_setting("max_connections_per_address", &DaemonConfig::max_connections_per_address, 0, 1000000),
+        double_setting("first_byte_timeout_s", &DaemonConfig::first_byte_timeout_s, 0.1, 3600),
         double_setting("header_timeout_s", &DaemonConfig::header_timeout_s, 0.1, 3600),
         double_setting("body_timeout_s", &DaemonConfig::body_timeout_s, 0.1, 3600),
         {"allowed_hosts",
@@ -155,6 +157,7 @@ const std::vector<Setting>& settings() {
         bool_setting("metrics_auth", &DaemonConfig::metrics_auth),
         string_setting("cors_origin", &DaemonConfig::cors_origin),
         int_setting("max_body_bytes", &DaemonConfig::max_body_bytes, 1024, 1L << 34),
+        int_setting("max_inflight_body_mb", &DaemonConfig::max_inflight_body_mb, 1, 1 << 20),
         int_setting("max_json_depth", &DaemonConfig::max_json_depth, 4, 10000),
         int_setting("max_prompt_tokens", &DaemonConfig::max_prompt_tokens, 0, 1L << 30),
         int_setting("n_ctx", &DaemonConfig::n_ctx, 0, 1L << 30),
@@ -215,7 +218,12 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --threads N               compute threads (default: physical cores)
   --http-threads N          requests answered at once, one thread each (default 64; at
                             least --queue-depth + --parallel + 16)
-  --max-connections N       open client connections (default 1024; idle ones hold no thread)
+  --max-connections N       open client connections (default 1024; idle ones hold no thread);
+                            near it the longest idle one is closed for a new one
+  --max-connections-per-address N
+                            the same per client address, 0 = none (default 256; behind a
+                            proxy every client has its address: raise it or set 0)
+  --first-byte-timeout-s S  a new connection must send its first byte within S (default 3)
   --header-timeout-s S      a request head must arrive within S seconds (default 10)
   --body-timeout-s S        a request body must arrive within S seconds of its head (default 60)
   --allowed-hosts H1,H2     more Host names to serve when bound to loopback without an API key
@@ -237,6 +245,8 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --metrics-auth BOOL       /metrics needs the key too (default false)
   --cors-origin ORIGIN      send CORS headers for this origin or "*" (default: off)
   --max-body-bytes N        request body limit (default 8388608)
+  --max-inflight-body-mb N  request bodies being received at once, MiB; more get 503 at their
+                            head (default 256)
   --max-json-depth N        JSON nesting limit (default 64)
   --max-prompt-tokens N     prompt length limit, 0 = the context size (default 0)
   --n-ctx N                 context size in tokens, 0 = min(model maximum, 32768)
@@ -400,6 +410,8 @@ json DaemonConfig::to_json() const {
         {"threads", threads},
         {"http_threads", http_threads},
         {"max_connections", max_connections},
+        {"max_connections_per_address", max_connections_per_address},
+        {"first_byte_timeout_s", first_byte_timeout_s},
         {"header_timeout_s", header_timeout_s},
         {"body_timeout_s", body_timeout_s},
         {"allowed_hosts", allowed_hosts},
@@ -416,6 +428,7 @@ json DaemonConfig::to_json() const {
         {"metrics_auth", metrics_auth},
         {"cors_origin", cors_origin},
         {"max_body_bytes", max_body_bytes},
+        {"max_inflight_body_mb", max_inflight_body_mb},
         {"max_json_depth", max_json_depth},
         {"max_prompt_tokens", max_prompt_tokens},
         {"n_ctx", n_ctx},

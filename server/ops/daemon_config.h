@@ -27,6 +27,8 @@ struct DaemonConfig {
     int threads = 0;                  // compute threads; 0 = physical cores
     int http_threads = 64;            // requests answered at once (raised to queue depth + parallel + 16)
     int max_connections = 1024;       // open client connections (idle ones cost no thread)
+    int max_connections_per_address = 256;  // the same per client address, 0 = no such cap
+    double first_byte_timeout_s = 3;  // a new connection must send its first byte within this
     double header_timeout_s = 10;     // a request head must arrive within this
     double body_timeout_s = 60;       // ... and its body within this after the head
     std::vector<std::string> allowed_hosts;  // extra Host names served when on loopback without a key
@@ -43,6 +45,7 @@ struct DaemonConfig {
     bool metrics_auth = false;        // /metrics needs the API key too
     std::string cors_origin;          // "" = no CORS headers; "*" or one origin
     size_t max_body_bytes = 8u << 20;
+    int max_inflight_body_mb = 256;   // request bodies being received at once; more get 503
     int max_json_depth = 64;
     int max_prompt_tokens = 0;        // 0 = the context size
     int n_ctx = 0;                    // session context; 0 = min(model maximum, 32768)

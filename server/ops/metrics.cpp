@@ -24,6 +24,20 @@ void write_metric(std::string& out, const std::string& name, const char* type, c
 
 }  // namespace
 
+std::string render_connection_figures(const ConnectionFigures& f) {
+    std::string out;
+    write_metric(out, "k3serve:http_connections_open", "gauge", "Client connections open now.", f.open);
+    out += "# HELP k3serve:http_connections_closed_total Connections the daemon closed or refused to hold its caps, by why.\n"
+           "# TYPE k3serve:http_connections_closed_total counter\n";
+    const std::pair<const char*, uint64_t> reasons[] = {{"evicted_idle", f.evicted_idle},
+                                                         {"first_byte_deadline", f.first_byte_deadline},
+                                                         {"refused_address", f.refused_address},
+                                                         {"refused_total", f.refused_total}};
+    for (const auto& [reason, n] : reasons)
+        out += std::string("k3serve:http_connections_closed_total{reason=\"") + reason + "\"} " + std::to_string(n) + "\n";
+    return out;
+}
+
 const char* outcome_label(RequestOutcome outcome) {
     switch (outcome) {
         case RequestOutcome::Ok: return "ok";

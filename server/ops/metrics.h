@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "http/connection_table.h"
 #include "k3/engine.h"
 
 namespace k3::server {
@@ -55,6 +56,9 @@ inline constexpr RequestOutcome kAllRequestOutcomes[] = {
     RequestOutcome::Deadline,     RequestOutcome::RejectedFull,    RequestOutcome::RejectedLoading,
     RequestOutcome::RejectedShutdown, RequestOutcome::Invalid,     RequestOutcome::Unauthorized,
     RequestOutcome::Error};
+// The HTTP front's connection figures as /metrics series (k3serve:http_connections_*).
+std::string render_connection_figures(const ConnectionFigures& f);
+
 // The label value in /metrics ("ok", "rejected_full", ...).
 const char* outcome_label(RequestOutcome outcome);
 

@@ -100,3 +100,69 @@ TEST_CASE("tiny model: a client that stops reading is cancelled alone at its buf
     REQUIRE(again);
     CHECK(again->status == 200);
 }
+
+TEST_CASE("tiny model: an idle flood cannot lock the door: the oldest idle connections make room, /health, /metrics and completions are served") {
+    std::string model = cached_model("tiny");
+    // First-byte deadline of an hour: only the caps can clear the flood here.
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--max-connections", "64",
+                     "--max-connections-per-address", "48", "--first-byte-timeout-s", "3600"});
+    // 160 sockets that never send a byte, from this test's one address: 2.5x the total cap.
+    std::vector<std::unique_ptr<LoopbackSocket>> flood;
+    for (int i = 0; i < 160; ++i) {
+        flood.push_back(std::make_unique<LoopbackSocket>(d.port()));
+        REQUIRE(flood.back()->ok());
+    }
+    auto c = d.client();
+    // Each new connection (the client's own included) closes the address's oldest idle one.
+    auto health = c.Get("/health");
+    REQUIRE(health);
+    CHECK(health->status == 200);
+    auto completion = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+    REQUIRE(completion);
+    CHECK(completion->status == 200);
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    CHECK(m->status == 200);
+    INFO(m->body);
+    CHECK(metric(c, "k3serve:http_connections_open") <= 48 + 1);
+    // The oldest were closed first; the newest still wait.
+    CHECK(flood.front()->read_to_close(20000).empty());
+    CHECK(flood.front()->closed());
+    CHECK(m->body.find("k3serve:http_connections_closed_total{reason=\"evicted_idle\"}") != std::string::npos);
+    CHECK(flood.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    CHECK(LoopbackSocket::status_of(flood.back()->read_until("\r\n\r\n")) == 200);
+}
+
+TEST_CASE("tiny model: at the total cap with nobody idle, /health and /metrics are still answered, and a silent socket meets its first-byte deadline") {
+    std::string model = cached_model("tiny");
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--max-connections", "8",
+                     "--max-connections-per-address", "0", "--first-byte-timeout-s", "1", "--header-timeout-s", "3600"});
+    // Eight connections each half-way through a request head: none is idle, none can be closed.
+    std::vector<std::unique_ptr<LoopbackSocket>> busy;
+    for (int i = 0; i < 8; ++i) {
+        busy.push_back(std::make_unique<LoopbackSocket>(d.port()));
+        REQUIRE(busy.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+    }
+    auto c = d.client();
+    REQUIRE(eventually([&] { return metric(c, "k3serve:http_connections_open") >= 8; }));
+    auto health = c.Get("/health");
+    REQUIRE(health);
+    CHECK(health->status == 200);
+    CHECK(metric(c, "k3serve:http_connections_open") >= 8);
+    auto completion = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+    REQUIRE(completion);
+    CHECK(completion->status == 503);
+    CHECK(completion->has_header("Retry-After"));
+    // The half-sent heads are still served once they finish.
+    REQUIRE(busy.front()->send("\r\n"));
+    CHECK(LoopbackSocket::status_of(busy.front()->read_until("\r\n\r\n")) == 200);
+    // A socket that says nothing is closed at its first-byte deadline (the head's is an hour).
+    LoopbackSocket silent(d.port());
+    REQUIRE(silent.ok());
+    silent.read_to_close(20000);
+    CHECK(silent.closed());
+    CHECK(eventually([&] {
+        auto r = c.Get("/metrics");
+        return r && r->body.find("k3serve:http_connections_closed_total{reason=\"first_byte_deadline\"} 1") != std::string::npos;
+    }));
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Normal clients' token rate beside one slow reader and beside an idle flood, against the tiny
+# test model (or MODEL_DIR) on loopback: each phase's median rate must stay within 20% of the
+# rate alone. Prints the rates, their ratios and the load average.
+#   tests/bench/load_slow_reader.sh [MODEL_DIR] [load_slow_reader.py flags, e.g. --rounds 5]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tests/bench/daemon_lib.sh
+model=$(demo_model "${1:-}")
+[ $# -gt 0 ] && shift
+trap stop_daemon EXIT
+# Three slots: one for the slow reader, two for the normal clients batched beside it.
+start_daemon "$model" --log-level warn --parallel 3 --threads 1
+echo "daemon pid $DAEMON_PID on port $DAEMON_PORT, model $model, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 tests/bench/load_slow_reader.py --port "$DAEMON_PORT" "$@"
