@@ -1,6 +1,9 @@
 # k3serve container image (multi-stage, Debian 12). scripts/container-test.sh builds and runs it
 # with podman from a locally debootstrapped base image.
 #   docker build -t k3serve .
+#   docker buildx build --platform linux/arm64 -t k3serve:arm64 .   (nothing here is x86-only:
+#       the base images and every package exist for arm64, and the kernel set is picked at run
+#       time; docs/platforms.md)
 #   docker run --rm -p 127.0.0.1:8080:8080 --ulimit memlock=-1:-1 \
 #       -v /srv/models/k3:/models/k3:ro k3serve serve /models/k3
 #   docker stop -t 60 <container>      (longer than the drain timeout)
@@ -26,7 +29,8 @@ FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libgomp1 libspdlog1.10 libfmt9 libcpp-httplib0.11 libpcre2-8-0 libsystemd0 libcurl4 libssl3 curl ca-certificates \
+      libgomp1 libspdlog1.10 libfmt9 libcpp-httplib0.11 libpcre2-8-0 libsystemd0 libcurl4 libssl3 \
+      libpng16-16 libjpeg62-turbo curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /var/lib/k3serve --create-home --shell /usr/sbin/nologin k3serve
 COPY --from=build /src/build/k3serve /usr/local/bin/k3serve
