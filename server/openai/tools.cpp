@@ -50,7 +50,8 @@ void parse_tool_choice(const json& c, ToolRequest& tools, const std::string& whe
         const json* name = nullptr;
         if (const json* f = field(c, "function"); f && f->is_object()) name = field(*f, "name");
         if (!name) name = field(c, "name");
-        if (!name || !name->is_string())
+        // An empty name is no name: forced to "" the turn would be `required` (any tool).
+        if (!name || !name->is_string() || name->get_ref<const std::string&>().empty())
             throw bad_request(where, "'" + where + "' names no function", "missing_required_parameter");
         tools.choice = ToolChoice::Required;
         tools.forced = name->get<std::string>();

@@ -72,6 +72,7 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
         {"image content", "/v1/chat/completions", R"({"messages": [{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", 400, ""},
         {"tool without function", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tools": [{"type":"function"}]})", 400, "missing_required_parameter"},
         {"tool_choice without tools", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tool_choice": "required"})", 400, ""},
+        {"tool_choice naming the function \"\"", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "tools": [{"type":"function","function":{"name":"f"}}], "tool_choice": {"type":"function","function":{"name":""}}})", 400, "missing_required_parameter"},
         {"tool result answering no call", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}, {"role":"tool","tool_call_id":"call_1","content":"x"}]})", 400, ""},
         {"schema keyword not enforced", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "response_format": {"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"email"}}}})", 400, "unsupported_schema"},
         {"unknown response_format", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "response_format": {"type":"yaml"}})", 400, "invalid_value"},
