@@ -1,8 +1,10 @@
 // k3serve run: greedy generation from a prompt on the command line. Prints one line per step
 // (the token, the seconds it took, the bytes read for it), the generated ids and text, and
 // totals; optionally dumps the prompt's logits at every position and a JSON report. This is
-// the tool the golden and speed checks script against, so its output is plain and stable.
+// the tool the golden and speed checks script against, so its output is plain and stable (the
+// prompt's progress line goes to stderr, and only when that is a terminal).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -10,11 +12,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/prefill_line.h"
 #include "k3/engine.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
@@ -29,7 +34,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: k3serve run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [options]\n"
     "\n"
-    "Greedy generation (argmax, lowest id on ties), incremental decode.\n"
+    "Greedy generation (argmax, lowest id on ties), incremental decode. While the prompt is\n"
+    "evaluated, a progress line (tokens done, rate, time left) is kept on stderr if it is a terminal.\n"
     "  --ids LIST           prompt as comma-separated token ids\n"
     "  --prompt TEXT        prompt text (encoded with the model's tokenizer, no special tokens)\n"
     "  --prompt-file PATH   prompt text read from a file (use this for non-ASCII text)\n"
@@ -229,6 +235,24 @@ void write_report(const std::string& path, const ModelInfo& info, const Outcome&
     if (!out) throw Error(ErrorKind::Io, "cannot write --report " + path);
 }
 
+// Session::sync's loop (begin_prompt, then a step per chunk), with a progress line on stderr
+// when it is a terminal.
+Status evaluate_prompt(Engine& engine, Session& session, std::span<const int32_t> prompt, const CancelFlag& cancel) {
+    int reused = 0;
+    if (Status s = session.begin_prompt(prompt, &reused); !s.ok()) return s;
+    std::optional<PrefillLine> line;
+    if (isatty(STDERR_FILENO) && session.prompt_pending() > 0)
+        line.emplace(engine, stderr, int(prompt.size()), reused);
+    while (session.prompt_pending() > 0) {
+        const Engine::StepItem item{&session, session.next_prompt_chunk(size_t(engine.max_step_tokens())), false, &cancel};
+        if (line) line->chunk_started(int(item.tokens.size()));
+        if (Status s = engine.step(std::span(&item, 1)); !s.ok()) return s;
+        session.prompt_chunk_done();
+        if (line) line->chunk_done(int(session.tokens().size()));
+    }
+    return Status::Ok();
+}
+
 int run(const Args& args) {
     EngineOptions opt;
     opt.model_dir = args.model_dir;
@@ -287,7 +311,7 @@ int run(const Args& args) {
         status = session->prefill_all_logits(prompt, all);
         if (status.ok()) write_logits(args.dump_logits, all);
     } else {
-        status = session->sync(prompt, cancel);
+        status = evaluate_prompt(*engine, *session, prompt, cancel);
     }
     if (status.ok() && args.gen > 0) record(t0, s0);
     // decode steps

@@ -16,7 +16,6 @@
 #include "openai/json_body.h"
 #include "openai/request.h"
 #include "openai/response.h"
-#include "ops/slots_json.h"
 #include "http/sse.h"
 #include "openai/fields.h"
 #include "status.h"
@@ -318,7 +317,7 @@ struct Router::Impl {
         server.Get("/models", wrap([this](const auto&, auto& res) { models(res); }));
         server.route_prefix("GET", "/v1/models/", wrap([this](const auto& req, auto& res) { model(req, res); }));
         server.Get("/props", wrap([this](const auto&, auto& res) { props(res); }));
-        server.Get("/slots", wrap([this](const auto&, auto& res) { send_json(res, 200, slots_json(state.board.view())); }));
+        server.Get("/slots", wrap([this](const auto&, auto& res) { send_json(res, 200, slots_status_json(state)); }));
         server.Post("/tokenize", wrap([this](const auto& req, auto& res) { tokenize(req, res); }));
         server.Post("/detokenize", wrap([this](const auto& req, auto& res) { detokenize(req, res); }));
         for (const char* path : {"/v1/completions", "/completions"})

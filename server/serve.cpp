@@ -223,6 +223,7 @@ int serve_main(int argc, char** argv) {
         if (liveness) liveness->mark_unhealthy(why);
     };
     worker_options.live = &state.live;
+    state.live.set_layer_counter([&engine] { return engine->progress(); }, info.n_layers);
     EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
     LivenessOptions liveness_options;
     liveness_options.stuck_after_s = config.stuck_after_s;
@@ -278,6 +279,7 @@ int serve_main(int argc, char** argv) {
         worker.cancel_current(CancelReason::Shutdown);
     }
     worker.join();
+    state.live.set_layer_counter({}, 0);  // status reads from here on must not reach the engine
     liveness->stop();
     // Let the HTTP threads write the last events of their streams.
     auto write_until = Clock::now() + std::chrono::seconds(2);

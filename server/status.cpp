@@ -2,6 +2,8 @@
 
 #include <regex>
 
+#include "ops/slots_json.h"
+
 namespace k3::server {
 
 using nlohmann::json;
@@ -77,6 +79,13 @@ json status_json(const ServerState& state, uint64_t since) {
 
     json live = state.live.to_json(since);
     for (auto& [key, value] : live.items()) j[key] = value;
+    return j;
+}
+
+json slots_status_json(const ServerState& state) {
+    json j = slots_json(state.board.view());
+    for (json& slot : j["slots"])
+        if (slot.contains("job_id")) slot["prefill"] = state.live.prefill_json(slot["job_id"].get<uint64_t>());
     return j;
 }
 

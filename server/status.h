@@ -12,4 +12,9 @@ namespace k3::server {
 // `since`: only token samples with a larger seq (0 = all that are kept).
 nlohmann::json status_json(const ServerState& state, uint64_t since);
 
+// GET /slots: the worker's last published board (ops/slots_json.h), each busy slot with its
+// request's prefill progress as of now (the board is published between steps; the progress
+// moves inside a prompt chunk too).
+nlohmann::json slots_status_json(const ServerState& state);
+
 }  // namespace k3::server

@@ -109,6 +109,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     info_.kernels = k.name;
     info_.memory_plan = plan.describe();
     info_.n_vocab = c.vocab_size;
+    info_.n_layers = c.num_hidden_layers;
     info_.n_ctx_max = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
     info_.bos_token_id = c.bos_token_id;
     info_.eos_token_id = c.eos_token_id;

@@ -10,6 +10,12 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 }  // namespace
 
+void LiveFigures::set_layer_counter(std::function<uint64_t()> counter, int n_layers) {
+    std::lock_guard lock(mutex_);
+    layer_counter_ = std::move(counter);
+    n_layers_ = n_layers;
+}
+
 void LiveFigures::begin(const Job& job, const EngineStats& stats) {
     std::lock_guard lock(mutex_);
     Current c;
@@ -19,6 +25,27 @@ void LiveFigures::begin(const Job& job, const EngineStats& stats) {
     c.prompt_tokens = int(job.prompt.size());
     c.last_stats = stats;
     current_[job.id] = c;
+}
+
+void LiveFigures::prompt_begun(uint64_t job_id, int cached_tokens) {
+    std::lock_guard lock(mutex_);
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    it->second.prefill.begin(it->second.prompt_tokens, cached_tokens, n_layers_, Clock::now());
+}
+
+void LiveFigures::prompt_chunk_started(uint64_t job_id, int tokens) {
+    std::lock_guard lock(mutex_);
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    it->second.prefill.chunk_started(tokens, layer_counter_ ? layer_counter_() : 0);
+}
+
+void LiveFigures::prompt_chunk_done(uint64_t job_id, int done_tokens) {
+    std::lock_guard lock(mutex_);
+    auto it = current_.find(job_id);
+    if (it == current_.end()) return;
+    it->second.prefill.chunk_done(done_tokens, Clock::now());
 }
 
 void LiveFigures::prefilled(uint64_t job_id, int cached_tokens, double prefill_seconds, const EngineStats& stats) {
@@ -66,7 +93,27 @@ void LiveFigures::end(uint64_t job_id) {
     current_.erase(it);
 }
 
-json LiveFigures::request_json(const Current& c, Clock::time_point now) {
+json LiveFigures::prefill_of(const Current& c, Clock::time_point now) const {
+    if (!c.prefill.started()) return nullptr;
+    // (the engine's counter is read only while a chunk runs)
+    const bool counting = layer_counter_ && c.prefill.in_chunk();
+    const PrefillFigures f = c.prefill.at(counting ? layer_counter_() : 0, now);
+    return {{"done_tokens", f.done_tokens},
+            {"total_tokens", f.total_tokens},
+            {"cached_tokens", f.cached_tokens},
+            {"chunks_done", f.chunks_done},
+            {"elapsed_s", f.elapsed_s},
+            {"tokens_per_s", f.tokens_per_s ? json(*f.tokens_per_s) : json(nullptr)},
+            {"eta_s", f.eta_s ? json(*f.eta_s) : json(nullptr)}};
+}
+
+json LiveFigures::prefill_json(uint64_t job_id) const {
+    std::lock_guard lock(mutex_);
+    auto it = current_.find(job_id);
+    return it == current_.end() ? json(nullptr) : prefill_of(it->second, Clock::now());
+}
+
+json LiveFigures::request_json(const Current& c, Clock::time_point now) const {
     json j = {{"id", c.job_id},
               {"stage", c.cached_tokens < 0 ? "prompt" : "generating"},
               {"prompt_tokens", c.prompt_tokens},
@@ -76,7 +123,8 @@ json LiveFigures::request_json(const Current& c, Clock::time_point now) {
               {"elapsed_s", seconds_between(c.started_at, now)},
               {"time_to_first_token_s", nullptr},
               {"prompt_tokens_per_s", nullptr},
-              {"seconds_per_token", nullptr}};
+              {"seconds_per_token", nullptr},
+              {"prefill", prefill_of(c, now)}};
     if (c.cached_tokens >= 0 && c.prefill_seconds > 0)
         j["prompt_tokens_per_s"] = double(c.prompt_tokens - c.cached_tokens) / c.prefill_seconds;
     if (c.first_token_at) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "worker/job.h"
 #include "k3/engine.h"
+#include "k3/prefill_progress.h"
 
 namespace k3::server {
 
@@ -31,8 +33,16 @@ class LiveFigures {
 public:
     static constexpr size_t kKeptSamples = 512;
 
+    // Engine::progress() (safe from any thread) and the model's layer count: a status read
+    // during a prompt chunk counts the layers the chunk has been through (PrefillProgress).
+    void set_layer_counter(std::function<uint64_t()> counter, int n_layers);
+
     // Worker side, in the order a request goes through them.
     void begin(const Job& job, const EngineStats& stats);
+    // The prompt's evaluation starts at `cached_tokens` (resumed), then runs chunk by chunk.
+    void prompt_begun(uint64_t job_id, int cached_tokens);
+    void prompt_chunk_started(uint64_t job_id, int tokens);
+    void prompt_chunk_done(uint64_t job_id, int done_tokens);
     void prefilled(uint64_t job_id, int cached_tokens, double prefill_seconds, const EngineStats& stats);
     void token(uint64_t job_id, const EngineStats& stats);
     void end(uint64_t job_id);
@@ -40,6 +50,8 @@ public:
     // JSON for /v1/status (stage: "prompt", "generating", or "finished" for the last request): {"active": [...], "last_request": {...}|null, "tokens": [...]} with the
     // token samples whose seq is greater than `since`.
     nlohmann::json to_json(uint64_t since) const;
+    // The "prefill" object of a running request (as in /v1/status), null when it is not running.
+    nlohmann::json prefill_json(uint64_t job_id) const;
 
 private:
     struct Current {
@@ -51,10 +63,14 @@ private:
         int generated_tokens = 0;
         double prefill_seconds = 0;
         EngineStats last_stats;    // at the previous token, for per-token differences
+        PrefillProgress prefill;
     };
-    static nlohmann::json request_json(const Current& c, Clock::time_point now);
+    nlohmann::json request_json(const Current& c, Clock::time_point now) const;
+    nlohmann::json prefill_of(const Current& c, Clock::time_point now) const;
 
     mutable std::mutex mutex_;
+    std::function<uint64_t()> layer_counter_;
+    int n_layers_ = 0;
     std::map<uint64_t, Current> current_;  // by job id
     nlohmann::json last_request_;  // null until a request finished
     std::deque<TokenSample> samples_;

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
+#include <thread>
 #include <variant>
 
 #include "k3/chat.h"
@@ -140,6 +143,7 @@ EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue&
         slots_.push_back(std::make_unique<Slot>());
         slots_.back()->index = i;
     }
+    if (const char* hold = std::getenv("K3_TEST_HOLD_PREFILL"); hold && *hold) test_hold_prefill_ = hold;
 }
 
 EngineWorker::~EngineWorker() {
@@ -198,10 +202,27 @@ void EngineWorker::run() {
                 fail(*slot, FailureKind::Internal, e.what());
             }
         }
+        if (prefill_held()) {
+            publish_board(false);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            continue;
+        }
         step();
         publish_board(false);
     }
     publish_board(true);
+}
+
+// Test hook (docs/development.md, "Tests wait on states"): while the file K3_TEST_HOLD_PREFILL
+// names exists, a prompt that has evaluated a chunk waits before its next one (the worker goes
+// on beating, admitting and cancelling), so a test reads the daemon mid-prefill without racing it.
+bool EngineWorker::prefill_held() const {
+    if (test_hold_prefill_.empty()) return false;
+    const bool mid_prompt = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
+        return s->job && !s->decoding && s->session && s->session->tokens().size() > size_t(s->usage.cached_tokens);
+    });
+    std::error_code ec;
+    return mid_prompt && std::filesystem::exists(test_hold_prefill_, ec);
 }
 
 void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
@@ -247,6 +268,7 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
             finish_failed(slot, st);
             return;
         }
+        if (options_.live) options_.live->prompt_begun(job.id, reused);
         const GenerationParams& p = job.params;
         start_choice(slot, 0);
         metrics_.set_processing(int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; })));
@@ -372,6 +394,8 @@ bool EngineWorker::step() {
         const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
         items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->cancel});
         members.push_back(prefill);
+        if (options_.live && prefill->choice == 0)
+            options_.live->prompt_chunk_started(prefill->job->id, int(items.back().tokens.size()));
     }
     if (items.empty()) return false;
 
@@ -393,6 +417,8 @@ bool EngineWorker::step() {
             continue;
         }
         slot->session->prompt_chunk_done();
+        if (options_.live && slot->choice == 0)
+            options_.live->prompt_chunk_done(slot->job->id, int(slot->session->tokens().size()));
         if (slot->session->prompt_pending() > 0) continue;
         slot->decoding = true;
         slot->decode_start = slot->last_token_at = Clock::now();

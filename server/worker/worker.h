@@ -67,6 +67,7 @@ private:
     void finish_failed(Slot& slot, const Status& st);
     void retire(Slot& slot, std::optional<JobEvent> last);
     bool step();
+    bool prefill_held() const;
     void publish_board(bool force);
     bool emit(Job& job, JobEvent event);
     void fail(Slot& slot, FailureKind kind, const std::string& message);
@@ -91,6 +92,7 @@ private:
     std::atomic<bool> busy_{false};
     std::atomic<uint64_t> jobs_finished_{0};
     Clock::time_point last_heartbeat_{};
+    std::string test_hold_prefill_;  // K3_TEST_HOLD_PREFILL (prefill_held)
 };
 
 }  // namespace k3::server

@@ -24,6 +24,7 @@ struct ModelInfo {
     std::string memory_plan;       // human-readable plan
     int64_t memory_plan_bytes = 0; // what the plan allocates for weights (the memory budget in use)
     int n_vocab = 0;
+    int n_layers = 0;              // decoder layers: Engine::progress() moves by this much per step
     int n_ctx_max = 0;             // largest context a session may ask for
     int bos_token_id = -1, eos_token_id = -1;
     int64_t kv_bytes_per_position = 0;
