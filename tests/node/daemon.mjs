@@ -3,6 +3,8 @@
 //   tiny: `k3serve serve` on the tiny synthetic model (written once per test process into a
 //         private directory under $K3_TEST_TMP, removed at exit: never a half-written or stale
 //         model left by another run)
+//   agent: the same on `make-model --preset agent` (64k context: the coding agents' first
+//         prompts are 12k-41k tokens)
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -13,16 +15,26 @@ function need(name) {
   return v;
 }
 
-let tinyModelDir = null;
-function tinyModel(bin) {
-  if (tinyModelDir) return tinyModelDir;
-  mkdirSync(need('K3_TEST_TMP'), { recursive: true });
-  const root = mkdtempSync(path.join(need('K3_TEST_TMP'), 'node-'));
-  process.on('exit', () => rmSync(root, { recursive: true, force: true }));
-  const dir = path.join(root, 'tiny');
-  const made = spawnSync(bin, ['make-model', dir, '--preset', 'tiny'], { encoding: 'utf8' });
+let scratchRoot = null;
+// A directory private to this test process, removed at exit.
+export function scratchDir(name) {
+  if (!scratchRoot) {
+    mkdirSync(need('K3_TEST_TMP'), { recursive: true });
+    scratchRoot = mkdtempSync(path.join(need('K3_TEST_TMP'), 'node-'));
+    process.on('exit', () => rmSync(scratchRoot, { recursive: true, force: true }));
+  }
+  const dir = path.join(scratchRoot, name);
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+const models = {};
+function syntheticModel(bin, preset) {
+  if (models[preset]) return models[preset];
+  const dir = path.join(scratchDir('models'), preset);
+  const made = spawnSync(bin, ['make-model', dir, '--preset', preset], { encoding: 'utf8' });
   if (made.status !== 0) throw new Error(`make-model failed: ${made.stderr}`);
-  tinyModelDir = dir;
+  models[preset] = dir;
   return dir;
 }
 
@@ -38,7 +50,7 @@ export async function startDaemon(kind, extraArgs = []) {
     args = extraArgs;
   } else {
     cmd = need('K3SERVE_BIN');
-    args = ['serve', tinyModel(cmd), '--port', '0', '--threads', '1', ...extraArgs];
+    args = ['serve', syntheticModel(cmd, kind), '--port', '0', '--threads', kind === 'agent' ? '2' : '1', ...extraArgs];
   }
   const proc = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let log = '';

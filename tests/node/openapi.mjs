@@ -1,0 +1,73 @@
+// Validates the daemon's answers against OpenAI's published OpenAPI description
+// (../shared/data/openai-openapi.json beside the repository, OpenAPI 3.1 = JSON Schema 2020-12):
+// `check(name, value)` throws naming the schema, the path and the rule a value breaks. One
+// validator for every test: `validatingFetch` wraps fetch for the openai SDK and checks each
+// JSON answer and each streamed event by the route it came from.
+import { readFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import Ajv2020 from 'ajv/dist/2020.js';
+
+export const specPath = path.resolve(process.env.K3_SOURCE_DIR ?? '.', '..', 'shared', 'data', 'openai-openapi.json');
+let ajv = null;
+
+function validator(name) {
+  if (!ajv) {
+    const spec = JSON.parse(readFileSync(specPath, 'utf8'));
+    // OpenAPI 3.0's `nullable` left in a few 3.1 schemas: it admits null (into an `enum` too);
+    // Ajv takes the keyword only beside a `type`.
+    const walk = (s) => {
+      if (Array.isArray(s)) return s.forEach(walk);
+      if (!s || typeof s !== 'object') return;
+      if (s.nullable === true && Array.isArray(s.enum) && !s.enum.includes(null)) s.enum.push(null);
+      if ('nullable' in s && !('type' in s)) delete s.nullable;
+      Object.values(s).forEach(walk);
+    };
+    walk(spec.components);
+    ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
+    ajv.addSchema({ $id: 'openai', components: spec.components }, 'openai');
+  }
+  return ajv.getSchema(`openai#/components/schemas/${name}`);
+}
+
+export const haveSpec = () => existsSync(specPath);
+
+export function check(name, value) {
+  const v = validator(name);
+  if (!v) throw new Error(`no schema ${name} in ${specPath}`);
+  if (!v(value)) throw new Error(`${name}: ${JSON.stringify(v.errors.slice(0, 3))}\nvalue: ${JSON.stringify(value).slice(0, 2000)}`);
+}
+
+// Which schema the answers of a route follow, whole and streamed.
+const routes = [
+  [/\/v1\/chat\/completions$/, 'CreateChatCompletionResponse', 'CreateChatCompletionStreamResponse'],
+  [/\/v1\/completions$/, 'CreateCompletionResponse', 'CreateCompletionResponse'],
+  [/\/v1\/responses$/, 'Response', 'ResponseStreamEvent'],
+  [/\/v1\/models$/, 'ListModelsResponse', null],
+];
+
+export const checked = { answers: 0, events: 0 };
+
+// A fetch that validates each answer it hands on (errors against ErrorResponse).
+export function validatingFetch(inner = fetch) {
+  return async (url, init) => {
+    const res = await inner(url, init);
+    const route = routes.find(([re]) => re.test(new URL(String(url)).pathname));
+    if (!route) return res;
+    const [, whole, event] = route;
+    const text = await res.clone().text();
+    if (!res.ok) {
+      check('ErrorResponse', JSON.parse(text));
+      checked.answers++;
+    } else if ((res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+      for (const line of text.split('\n')) {
+        if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+        check(event, JSON.parse(line.slice(6)));
+        checked.events++;
+      }
+    } else {
+      check(whole, JSON.parse(text));
+      checked.answers++;
+    }
+    return res;
+  };
+}
