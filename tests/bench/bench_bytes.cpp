@@ -1,4 +1,4 @@
-// Fewer bytes per token (issue 13), measured the way a user runs the engine: `k3serve run
+// Fewer bytes per token (docs/performance.md), measured the way a user runs the engine: `k3serve run
 // --report` on k3-mini, each configuration its own process (so peak RSS is its own), the page
 // cache dropped before each run when root, against a baseline binary (today's `main`, built
 // separately) and against the same binary with the feature off, in the same run.

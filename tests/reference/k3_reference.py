@@ -13,7 +13,7 @@ Evaluation is full-sequence (prefill): forward(ids) returns logits for every pos
 Everything is computed in float32 (`dtype=np.float64` is available as a self-check of the
 reference's own rounding). Weights are widened exactly from their stored bf16 / MXFP4 bytes.
 
-`mutations` injects the deliberate mistakes of issue 3 (see MUTATIONS); the teeth test uses
+`mutations` injects deliberate mistakes (see MUTATIONS); the teeth test uses
 them to prove the golden fixtures catch each one.
 
 Command line:  k3_reference.py MODEL_DIR --ids 1,2,3 [--gen N] [--dump-logits PATH] [--dump-hidden PATH]
@@ -38,7 +38,7 @@ MXFP4_GROUP = 32           # spec 3.3: one E8M0 scale per 32 consecutive inputs 
 # spec 3.3: nibble code -> E2M1 value; bit 3 is the sign.
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float64)
 
-# The deliberate mistakes of issue 3 ("Reference and fixtures"), each a flag in `mutations`.
+# Deliberate mistakes, each a flag in `mutations`: the goldens must catch every one.
 MUTATIONS = {
     "swap_w1_w3": "routed experts use w3 as the gate and w1 as the up projection",
     "swap_nibbles": "MXFP4 high nibble taken as the even element",

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the golden fixtures the C++ forward pass is gated on (issue 3, "Reference and fixtures").
+"""Writes the golden fixtures the C++ forward pass is gated on.
 
 For each preset (default: tiny and tiny-wide) it
   1. runs `k3serve make-model DIR --preset P --seed S` into a temporary directory,

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Tests of the numpy reference and of the golden fixtures it wrote (issue 3).
+"""Tests of the numpy reference and of the golden fixtures it wrote.
 
   TestPrimitives   the reference's building blocks against the spec's own loop-level text
   TestGoldens      for each committed fixture (tests/fixtures/golden/<preset>.json):
     (a) `k3serve make-model` with the recorded preset and seed regenerates the recorded files;
     (b) the reference reproduces the committed golden logits, argmaxes and greedy ids;
-    (c) teeth: each deliberate mistake of issue 3 (and more of the spec's silent-failure
+    (c) teeth: each deliberate mistake (and more of the spec's silent-failure
         checklist, k3_reference.MUTATIONS) changes an argmax or moves the logits to
         rel-L2 >= 1e-2 (100x the C++ gate) on at least one fixture;
     (d) the fixtures engage every mechanism;
