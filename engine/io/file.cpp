@@ -71,14 +71,24 @@ Status io_error(const std::filesystem::path& path, int64_t offset, int64_t nbyte
                                      std::to_string(nbytes) + " bytes): " + reason};
 }
 
+size_t page_size() {
+    static const size_t bytes = [] {
+        const long n = sysconf(_SC_PAGESIZE);
+        return n > 0 ? size_t(n) : size_t(4096);
+    }();
+    return bytes;
+}
+
 // ---- AlignedBuffer ----
 
 AlignedBuffer::AlignedBuffer(size_t bytes) {
     if (bytes == 0) return;
     // mmap gives page alignment; for 2 MiB alignment map 2 MiB extra and trim the ends.
     bool huge = bytes >= kHugePage;
-    size_t align = huge ? kHugePage : 4096;
-    size_t len = size_t(align_up(int64_t(bytes), int64_t(4096)));
+    // Page-rounded, so the trims below unmap whole pages on 16 and 64 KiB page kernels too.
+    const size_t page = page_size();
+    size_t align = huge ? std::max(kHugePage, page) : page;
+    size_t len = size_t(align_up(int64_t(bytes), int64_t(page)));
     size_t map_len = huge ? len + kHugePage : len;
     void* p = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)

@@ -48,6 +48,11 @@ private:
 inline constexpr size_t kHugePage = size_t(2) << 20;
 inline constexpr size_t kMaxDirectAlign = 4096;
 
+// The kernel's page size, what mmap, munmap and madvise align to: 4 KiB on x86-64, but 4, 16 or
+// 64 KiB on aarch64 by how the kernel was built (64 KiB kernels are common on Grace and on
+// RHEL-family ARM servers; docs/platforms.md). O_DIRECT alignment is the device's, not this.
+size_t page_size();
+
 inline int64_t align_down(int64_t x, int64_t a) { return x / a * a; }
 inline int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 

@@ -20,7 +20,8 @@ namespace k3 {
 
 namespace {
 constexpr size_t kNone = size_t(-1);
-constexpr int64_t kPage = 4096;
+// Mappings and madvise ranges align to the kernel's page, 4 to 64 KiB (io/file.h page_size).
+int64_t page_bytes() { return int64_t(io::page_size()); }
 }
 
 SpanLoader::SpanLoader(std::vector<LoadSpan> spans, Options options)
@@ -32,7 +33,7 @@ SpanLoader::SpanLoader(std::vector<LoadSpan> spans, Options options)
         if (have) continue;
         Mapping m;
         m.file = s.file;
-        m.length = size_t(io::align_up(std::max<int64_t>(s.file->size_at_open(), 1), kPage));
+        m.length = size_t(io::align_up(std::max<int64_t>(s.file->size_at_open(), 1), page_bytes()));
         void* p = mmap(nullptr, m.length, PROT_READ, MAP_SHARED, s.file->buffered_fd(), 0);
         if (p == MAP_FAILED) {
             for (const Mapping& done : maps_) munmap(done.base, done.length);
@@ -56,8 +57,8 @@ SpanLoader::SpanLoader(std::vector<LoadSpan> spans, Options options)
         sb.span = spans[i];
         for (const Mapping& m : maps_)
             if (m.file == sb.span.file) sb.map = &m;
-        sb.lo = io::align_down(sb.span.offset, kPage);
-        sb.len = io::align_up(sb.span.offset + sb.span.nbytes, kPage) - sb.lo;
+        sb.lo = io::align_down(sb.span.offset, page_bytes());
+        sb.len = io::align_up(sb.span.offset + sb.span.nbytes, page_bytes()) - sb.lo;
         if (sb.span.offset < 0 || size_t(sb.lo + sb.len) > sb.map->length)
             throw Error(ErrorKind::Checkpoint, io::io_error(sb.span.file->path(), sb.span.offset, sb.span.nbytes,
                                                             "the run lies past the end of the file")
@@ -221,8 +222,8 @@ Status SpanLoader::wait_ranges(std::span<const Range> ranges) {
         // one). The piece still comes in its turn, its pages then found in memory.
         RangeJob job;
         job.span = &sb;
-        job.lo = io::align_down(sb.span.offset + r.at, kPage);
-        job.len = io::align_up(sb.span.offset + r.at + r.n, kPage) - job.lo;
+        job.lo = io::align_down(sb.span.offset + r.at, page_bytes());
+        job.len = io::align_up(sb.span.offset + r.at + r.n, page_bytes()) - job.lo;
         job.required = sb.span.offset + r.at + r.n - job.lo;
         batch.jobs.push_back(job);
     }
