@@ -16,8 +16,8 @@
 #    --ci   every kernels: case (each NEON kernel against the scalar reference bit for bit, at
 #           every shape it tests), the golden gates on the NEON set (prefill logits, greedy and
 #           incremental decode against the numpy reference's fixtures, tiny and tiny-wide) and
-#           the trunk codec's cases (its NEON decoder): the architecture-specific code. About
-#           10 minutes on two cores from a fresh clone (docs/platforms.md has the measurement);
+#           the trunk codec's cases (its NEON decoder): the architecture-specific code. The
+#           build is most of its time; the tests take about a minute (docs/platforms.md);
 #    full   every case of the doctest areas (unit areas, kernels, model, store, server, cli)
 #           except the few listed below that cannot run under qemu-user, each with its reason;
 # 4. cpack: build-aarch64/k3serve_<version>_arm64.deb, checked to hold an aarch64 binary that
