@@ -100,10 +100,16 @@ log "built ${targets[*]} in $(( $(date +%s) - start )) s"
 
 # ---- 3. tests under emulation ----
 # Not run here: the fuzz, node, deploy and reference entries (host tools: clang's libFuzzer,
-# node and chromium, python and haproxy); they run in the host suite. A case of the full mode
-# that cannot run under qemu-user goes here with the emulator's reason (none is known: the
-# cli: cases all pass under it; docs/platforms.md has what was run):
+# node and chromium, python and haproxy); they run in the host suite. Cases of the full mode
+# left out because they hold the daemon to a wall-clock limit that emulated decoding (10-50x
+# slower) does not meet; each passes natively, and under qemu only its time check fails:
 excluded=(
+  # 503s must come within 900 ms of the first request
+  '^server: more long generations than threads: the overflow gets 503'
+  # the in-flight 400-token stream must finish inside the 60 s drain timeout
+  '^server: tiny model: SIGTERM drains in-flight requests'
+  # the stalled stream must fill its 256 KiB budget within 20 s of the other stream's end
+  '^server: tiny model: a client that stops reading is cancelled alone'
 )
 exclude_regex=$(IFS='|'; echo "${excluded[*]:-}")
 selection=${K3_CROSS_TESTS:-$selection}
