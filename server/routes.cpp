@@ -502,7 +502,7 @@ struct Router::Impl {
 
     // The UI's files. Its own files are revalidated on every load (no-cache + ETag, so a new
     // build is picked up at once); the Debian libraries under vendor/ may be kept for a day.
-    // Content-Security-Policy: only this origin's scripts, styles and connections, no inline
+    // Content-Security-Policy: only this origin's scripts, styles, fonts and connections, no inline
     // script or style, no frames, no plugins.
     void ui(const httplib::Request& req, httplib::Response& res) {
         std::string name = req.path == "/" ? "index.html" : req.path.substr(1);
@@ -518,7 +518,7 @@ struct Router::Impl {
         res.set_header("Referrer-Policy", "no-referrer");
         res.set_header("Cache-Control", vendor ? "public, max-age=86400" : "no-cache");
         res.set_header("Content-Security-Policy",
-                       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
                        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
         if (name == "index.html") res.set_header("X-Frame-Options", "DENY");
         if (!config().web_dir.empty() && !vendor) {

@@ -258,6 +258,10 @@ function updateActions() {
     if (busy) continue;
     view.actions.append(actionButton('Edit', node.role === 'user' ? 'Edit this message (a new version is sent)'
       : 'Edit this answer (kept as a new version)', () => editMessage(node), 'edit'));
+    if (node.role === 'assistant' && node.content && (node.stopped || (node.stats && node.stats.finish_reason === 'length'))) {
+      view.actions.append(actionButton('Continue', 'Continue this answer where it ' + (node.stopped ? 'was stopped' : 'was cut off'),
+        () => continueNode(node), 'continue'));
+    }
     if (node.role === 'assistant') {
       view.actions.append(actionButton('Regenerate', 'Regenerate this answer (Alt+R for the last one)', () => regenerateNode(node), 'regenerate'));
     }
@@ -285,6 +289,13 @@ function deleteMessage(node) {
   $('input').focus();
 }
 
+// Continue: the same answer grows (continue_final_message: the server renders it open and the
+// model extends its text), no new branch.
+function continueNode(node) {
+  if (!app.canSend() || running.has(current.id)) return;
+  generate(current, node.parent, node);
+}
+
 function regenerateNode(node) {
   if (!app.canSend() || running.has(current.id)) return;
   generate(current, node.parent);
@@ -308,10 +319,13 @@ function requestBody(conv, parentId) {
   return body;
 }
 
-// Streams an answer to the message `parentId` of `conv`, as a new branch end.
-async function generate(conv, parentId) {
-  const body = requestBody(conv, parentId);
-  const m = addNode(conv, parentId, { role: 'assistant', content: '', reasoning: '', reasoningChunks: 0 });
+// Streams an answer to the message `parentId` of `conv`, as a new branch end, or, with
+// `extend` (an answer of `conv`), more of that answer.
+async function generate(conv, parentId, extend = null) {
+  const body = requestBody(conv, extend ? extend.id : parentId);
+  if (extend) body.continue_final_message = true;
+  const m = extend || addNode(conv, parentId, { role: 'assistant', content: '', reasoning: '', reasoningChunks: 0 });
+  if (extend) { delete m.stopped; delete m.error; m.reasoningChunks = 0; m.reasoning = m.reasoning || ''; }
   const run = { controller: new AbortController(), node: m, view: null };
   running.set(conv.id, run);
   if (conv === current) showConversation();

@@ -1,7 +1,7 @@
 // Model output as safe HTML: Markdown by marked, everything passed through DOMPurify before it
 // touches the page, so a <script>, an onerror=, a <form> or a <style> in the model's text is
 // dropped, never run or applied (the Content-Security-Policy forbids inline script as a second
-// line of defence). The libraries are Debian's packages, embedded into the daemon (vendor/*.js);
+// line of defence). Math is typeset by math.js (KaTeX) after sanitising. The libraries are Debian's packages, embedded into the daemon (vendor/*.js);
 // without them the text is shown as plain text.
 //
 // highlight.js (85% of the page's bytes) is not loaded with the page: the first code block with
@@ -12,9 +12,12 @@
 // outside a code fence is final, rendered once and appended; only the unfinished last block is
 // rendered again as tokens arrive. So a reader can select text of the answer while it grows, and
 // a frame costs the last paragraph, not the whole answer.
+import { mathExtension, typesetMath } from './math.js';
+
 const { marked, DOMPurify } = window;
 
 export const markdownAvailable = Boolean(marked && DOMPurify);
+if (marked) marked.use({ extensions: [mathExtension] });
 
 // Tags model output never needs, which would let it draw controls or restyle the page.
 const FORBID_TAGS = ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe', 'frame',
@@ -90,6 +93,7 @@ function highlightIn(root) {
 
 function decorate(root, highlight) {
   for (const pre of root.querySelectorAll('pre')) if (!pre.classList.contains('has-copy')) addCopyButton(pre);
+  typesetMath(root);
   if (highlight) highlightIn(root);
 }
 

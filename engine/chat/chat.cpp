@@ -148,7 +148,10 @@ std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessa
         if (options.tool_choice == ToolChoice::Required) system_message(xtml::kToolChoiceType, xtml::kToolChoiceRequired);
         if (options.tool_choice == ToolChoice::None) system_message(xtml::kToolChoiceType, xtml::kToolChoiceNone);
     };
-    for (size_t i = 0; i < messages.size(); ++i) {
+    if (options.continue_final && (messages.empty() || messages.back().role != "assistant" || !messages.back().tool_calls.empty()))
+        throw Error(ErrorKind::Usage, "chat: continuing the final message needs an assistant message without tool calls last");
+    const size_t closed = options.continue_final ? messages.size() - 1 : messages.size();
+    for (size_t i = 0; i < closed; ++i) {
         const ChatMessage& m = messages[i];
         r.message(message_tag(m), [&] {
             if (m.role != "assistant") {
@@ -168,6 +171,19 @@ std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessa
         if (i == last_user) tool_choice();
     }
     if (last_user == messages.size()) tool_choice();
+    if (options.continue_final) {
+        // The answer so far, left open: its reasoning (thinking on) is closed, its response is not.
+        const ChatMessage& m = messages.back();
+        r.open_tag(message_tag(m));
+        if (options.thinking) {
+            r.open_tag(xtml::kThink);
+            r.text(m.reasoning_content);
+            r.close_tag(xtml::kThink);
+        }
+        r.open_tag(xtml::kResponse);
+        r.text(m.content);
+        return r.take();
+    }
     if (options.add_generation_prompt) {
         r.open_tag(std::string(xtml::kMessage) + " role=\"assistant\"");
         r.open_tag(options.thinking ? xtml::kThink : xtml::kResponse);

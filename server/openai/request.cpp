@@ -375,7 +375,8 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     parse_common(body, raw_body, limits, r);
     check_top_level(body, {"messages", "max_completion_tokens", "top_logprobs", "tools", "functions", "tool_choice",
                            "function_call", "parallel_tool_calls", "thinking", "reasoning_effort", "chat_template_kwargs",
-                           "modalities", "verbosity", "prediction", "web_search_options", "audio"});
+                           "modalities", "verbosity", "prediction", "web_search_options", "audio",
+                           "continue_final_message"});
     const json* messages = field(body, "messages");
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
@@ -384,17 +385,25 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     ChatOptions options = parse_thinking(body);
     ToolRequest tools = parse_chat_tools(body);
     apply_tools(tools, options, r.params);
+    // continue_final_message (vLLM's name): extend the last, assistant, message instead of
+    // answering anew (the web UI's Continue of a stopped or truncated answer). The output then
+    // starts inside the response: no reasoning comes first.
+    options.continue_final = get_bool(body, "continue_final_message").value_or(false);
+    if (options.continue_final && (chat.back().role != "assistant" || !chat.back().tool_calls.empty()))
+        throw bad_request("continue_final_message",
+                          "'continue_final_message' needs an assistant message without tool calls last in 'messages'");
+    const bool reasoning_first = options.thinking && !options.continue_final;
     try {
         r.prompt = render_chat(tok, chat, options);
     } catch (const Error& e) {
         throw bad_request("messages", e.what());
     }
     r.params.chat = true;
-    r.params.thinking = options.thinking;
+    r.params.thinking = reasoning_first;
     // The grammar holds the response; with thinking on, free reasoning comes before it.
-    if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(options.thinking));
+    if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(reasoning_first));
     // A required or named tool call is enforced the same way (its grammar covers thinking itself).
-    if (auto calls = tool_call_grammar(tools, options.thinking)) {
+    if (auto calls = tool_call_grammar(tools, reasoning_first)) {
         if (r.params.grammar)
             throw bad_request("tool_choice", "a required tool call and a 'response_format' cannot be combined",
                               "unsupported_parameter");

@@ -156,9 +156,13 @@ test('the page: no request answers 404 (an icon of its own), highlight.js is not
   await page.goto(daemon.url + '/');
   await ready(page);
   await page.evaluate(() => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res))));
-  await t.test('no 404 (no /favicon.ico request)', async () => {
+  await t.test('no 404; the page names its own icon, so a browser does not ask for /favicon.ico', async () => {
     assert.deepEqual(missing, []);
     assert.equal(requested.includes('/favicon.ico'), false);
+    // Headless Chromium never asks for /favicon.ico; a browser with a tab strip does unless the
+    // page declares an icon: it must be one that needs no request.
+    const icon = await page.evaluate(() => document.querySelector('link[rel~="icon"]')?.getAttribute('href') ?? null);
+    assert.ok(icon && icon.startsWith('data:image/'), 'icon: ' + icon);
   });
   await t.test('highlight.js is not part of the first paint', async () => {
     assert.equal(requested.includes('/vendor/highlight.min.js'), false, 'highlight.js is loaded with the page');

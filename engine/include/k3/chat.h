@@ -35,6 +35,11 @@ struct ChatOptions {
     bool thinking = false;
     std::string thinking_effort = "max";  // low | medium | high | max
     bool add_generation_prompt = true;
+    // The last message is an assistant answer to be continued (a stopped or truncated one): it is
+    // rendered open, its response channel not closed, and no generation prompt follows, so the
+    // model's next tokens extend its text. Refused unless that message is an assistant turn
+    // without tool calls.
+    bool continue_final = false;
     // The request's tools as one JSON array text (compact, keys sorted); empty: no tools.
     std::string tools_json;
     ToolChoice tool_choice = ToolChoice::Auto;  // rendered after the last user turn unless Auto
