@@ -112,6 +112,7 @@ ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
     ModelLimits limits;
     limits.model_name = config.model_alias;
     limits.strict_model_name = config.strict_model_name;
+    limits.new_turn_tool_required = config.new_turn_tool_choice == "required";
     limits.n_vocab = info.n_vocab;
     if (config.n_ctx > info.n_ctx_max)
         throw Error(ErrorKind::Usage, "--n-ctx " + std::to_string(config.n_ctx) + " exceeds the model's maximum context of " +

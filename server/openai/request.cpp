@@ -3,6 +3,8 @@
 #include <random>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "k3/error.h"
 #include "openai/fields.h"
 #include "openai/tools.h"
@@ -368,6 +370,17 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
     return r;
 }
 
+// A turn's first request: no tool result since the last assistant message (an agent's follow-up
+// requests carry the results of the calls its previous answer made; Claude Code may add a user
+// text block beside them, so the last message's role alone does not tell).
+namespace {
+bool starts_a_turn(const std::vector<ChatMessage>& chat) {
+    for (auto m = chat.rbegin(); m != chat.rend() && m->role != "assistant"; ++m)
+        if (m->role == "tool") return false;
+    return !chat.empty() && chat.back().role != "assistant";
+}
+}  // namespace
+
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
                                      std::string_view raw_body) {
     GenerationRequest r;
@@ -384,6 +397,20 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     std::vector<ChatMessage> chat = parse_chat_messages(*messages);
     ChatOptions options = parse_thinking(body);
     ToolRequest tools = parse_chat_tools(body);
+    // --new-turn-tool-choice required: the turn's first request must call a tool, where the
+    // grammar can hold every tool's schema; otherwise the request stays as the client sent it.
+    std::shared_ptr<const Grammar> calls;
+    if (limits.new_turn_tool_required && tools.any() && tools.choice == ToolChoice::Auto && !r.params.grammar &&
+        starts_a_turn(chat)) {
+        ToolRequest forced = tools;
+        forced.choice = ToolChoice::Required;
+        try {
+            calls = tool_call_grammar(forced, options.thinking);
+            tools = std::move(forced);
+        } catch (const ApiError& e) {
+            spdlog::debug("new turn left to tool_choice auto: {}", e.what());
+        }
+    }
     apply_tools(tools, options, r.params);
     // continue_final_message (vLLM's name): extend the last, assistant, message instead of
     // answering anew (the web UI's Continue of a stopped or truncated answer). The output then
@@ -403,7 +430,9 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     // The grammar holds the response; with thinking on, free reasoning comes before it.
     if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(reasoning_first));
     // A required or named tool call is enforced the same way (its grammar covers thinking itself).
-    if (auto calls = tool_call_grammar(tools, reasoning_first)) {
+    // (A forced call is only made for a turn's start, never with continue_final_message.)
+    if (!calls) calls = tool_call_grammar(tools, reasoning_first);
+    if (calls) {
         if (r.params.grammar)
             throw bad_request("tool_choice", "a required tool call and a 'response_format' cannot be combined",
                               "unsupported_parameter");

@@ -25,6 +25,9 @@ struct ModelLimits {
     // --strict-model-name: a request naming another model is a 404. Otherwise any name is
     // served by the one loaded model and echoed back (agents hard-code names like gpt-5).
     bool strict_model_name = false;
+    // --new-turn-tool-choice required: tool_choice auto becomes required on a turn's first
+    // request (docs/api.md, "Tools"; docs/agents.md).
+    bool new_turn_tool_required = false;
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).

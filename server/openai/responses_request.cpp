@@ -251,7 +251,8 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
         for (const char* key : {"effort", "summary"})
             if (rq->contains(key)) reasoning[key] = (*rq)[key];
     echo["reasoning"] = reasoning;
-    echo["user"] = body.value("user", json(nullptr));
+    // The schema's `user` is a string or absent (../shared/data/openai-openapi.json, Response).
+    if (const json* user = field(body, "user"); user && user->is_string()) echo["user"] = *user;
     return r;
 }
 

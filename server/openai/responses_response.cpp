@@ -225,7 +225,10 @@ private:
         if (std::string(status) == "incomplete") r["incomplete_details"] = {{"reason", "max_output_tokens"}};
         if (done_) {
             r["usage"] = {{"input_tokens", usage_.prompt_tokens},
-                          {"input_tokens_details", {{"cached_tokens", usage_.cached_tokens}}},
+                          // cache_write_tokens: the prompt tokens evaluated for this request,
+                          // whose states the prompt cache keeps (docs/api.md, "/v1/responses").
+                          {"input_tokens_details", {{"cached_tokens", usage_.cached_tokens},
+                                                    {"cache_write_tokens", usage_.prompt_tokens - usage_.cached_tokens}}},
                           {"output_tokens", usage_.completion_tokens},
                           {"output_tokens_details", {{"reasoning_tokens", usage_.reasoning_tokens}}},
                           {"total_tokens", usage_.prompt_tokens + usage_.completion_tokens}};

@@ -99,6 +99,7 @@ const std::vector<Setting>& settings() {
         string_setting("model", &DaemonConfig::model_dir),
         string_setting("model_alias", &DaemonConfig::model_alias),
         bool_setting("strict_model_name", &DaemonConfig::strict_model_name),
+        string_setting("new_turn_tool_choice", &DaemonConfig::new_turn_tool_choice, {"auto", "required"}),
         string_setting("host", &DaemonConfig::host),
         int_setting("port", &DaemonConfig::port, 0, 65535),
         int_setting("threads", &DaemonConfig::threads, 0, 4096),
@@ -253,6 +254,11 @@ environment (K3SERVE_MODEL, K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY) < comma
   --model-alias NAME        model id to report (default: the directory name)
   --strict-model-name BOOL  refuse requests naming another model with a 404 (default false:
                             any name is served by the loaded model and echoed back)
+  --new-turn-tool-choice auto|required
+                            "required": a request that offers tools with tool_choice auto and
+                            starts a turn (no tool results since the last assistant message) must
+                            call one of them; the requests carrying the results stay auto. For
+                            models that answer without using their tools (default auto)
   --log-format text|json    log lines as plain text or JSON (default text)
   --log-level LEVEL         trace, debug, info, warn, error (default info)
   --web-ui BOOL             serve the web UI at / (default true)
@@ -405,6 +411,7 @@ json DaemonConfig::to_json() const {
         {"model", model_dir},
         {"model_alias", model_alias},
         {"strict_model_name", strict_model_name},
+        {"new_turn_tool_choice", new_turn_tool_choice},
         {"host", host},
         {"port", port},
         {"threads", threads},

@@ -22,6 +22,7 @@ struct DaemonConfig {
     std::string model_dir;
     std::string model_alias;          // name in /v1/models and responses ("" = directory name)
     bool strict_model_name = false;   // a request naming another model is a 404 (default: served)
+    std::string new_turn_tool_choice = "auto";  // "required": a turn's first request with tools must call one
     std::string host = "127.0.0.1";
     int port = 8080;
     int threads = 0;                  // compute threads; 0 = physical cores

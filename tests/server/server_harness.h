@@ -47,6 +47,7 @@ public:
         state.limits.n_vocab = engine.info().n_vocab;
         state.limits.n_ctx = state.config.n_ctx > 0 ? state.config.n_ctx : engine.info().n_ctx_max;
         state.limits.max_prompt_tokens = state.limits.n_ctx - 1;
+        state.limits.new_turn_tool_required = state.config.new_turn_tool_choice == "required";
         state.tokenizer = &tokenizer;
         WorkerOptions wo;
         wo.n_ctx = state.limits.n_ctx;
