@@ -20,7 +20,7 @@ namespace {
 
 // What every prompt state of this model looks like (the disk tier refuses files of another).
 PromptStateShape prompt_state_shape(const ModelConfig& c) {
-    const SequenceState one(c, 1, 1);
+    const SequenceState one(c, 1);
     PromptStateShape shape;
     for (int il = 0; il < c.num_hidden_layers; ++il) shape.n_mla += c.is_mla(il) ? 1 : 0;
     shape.row_floats = c.mla_kv_latent_dim();

@@ -20,7 +20,7 @@ namespace {
 class SessionImpl final : public Session {
 public:
     SessionImpl(EngineImpl& engine, int n_ctx)
-        : engine_(engine), st_(engine.config(), n_ctx, engine.n_threads()),
+        : engine_(engine), st_(engine.config(), n_ctx),
           chunk_(size_t(engine.model().act.max_tokens)) {
         tokens_.reserve(size_t(n_ctx));
         logits_.assign(size_t(engine.config().vocab_size), 0.0f);

@@ -314,50 +314,96 @@ void kda_step_avx2(float* S, const float* qs, const float* k, const float* v, co
 
 // ---- attention over cached positions ----
 
-void attend_head_avx2(const float* q, const float* keys, int64_t key_stride, const float* vals, int64_t val_stride,
-                      int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
-    if (n_pos <= 0) {
-        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
-        return;
-    }
-    int64_t s = 0;
-    for (; s + 2 <= n_pos; s += 2) {  // two positions at a time: two independent chains
-        Acc16 a0, a1;
-        dot_lanes(q, keys + s * key_stride, dk, a0);
-        dot_lanes(q, keys + (s + 1) * key_stride, dk, a1);
-        scratch[s] = reduce_lanes(a0);
-        scratch[s + 1] = reduce_lanes(a1);
-    }
-    for (; s < n_pos; ++s) scratch[s] = dot_f32_avx2(q, keys + s * key_stride, dk);
-    // Softmax in position order exactly as the reference.
-    softmax_scaled_in_place(scratch, n_pos, scale);
-    // out[j] = fma chain over positions, 32 columns at a time, then 8, then one.
-    int j = 0;
-    for (; j + 32 <= dv; j += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (s = 0; s < n_pos; ++s) {
-            const __m256 p = _mm256_set1_ps(scratch[s]);
-            const float* val = vals + s * val_stride + j;
-            a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val), a0);
-            a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 8), a1);
-            a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 16), a2);
-            a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(val + 24), a3);
+// Scores of NQ queries against NK keys at once (each dot in the reference's 16 lanes): every
+// load of a query or key chunk feeds NK or NQ multiply-adds instead of one.
+template <int NQ, int NK>
+void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stride, int64_t n, float* out,
+              int64_t out_stride) {
+    Acc16 acc[NQ][NK];
+    // Elements [i, i + 8) into the lo or hi half of every accumulator, masked to the first `len`.
+    auto step = [&](int64_t i, bool hi, int64_t len) {
+        const __m256i m = first_lanes(len);
+        __m256 q[NQ];
+        for (int a = 0; a < NQ; ++a)
+            q[a] = len == 8 ? _mm256_loadu_ps(Q + a * q_stride + i) : _mm256_maskload_ps(Q + a * q_stride + i, m);
+        for (int b = 0; b < NK; ++b) {
+            const __m256 k =
+                len == 8 ? _mm256_loadu_ps(K + b * key_stride + i) : _mm256_maskload_ps(K + b * key_stride + i, m);
+            for (int a = 0; a < NQ; ++a) {
+                __m256& r = hi ? acc[a][b].hi : acc[a][b].lo;
+                r = len == 8 ? _mm256_fmadd_ps(q[a], k, r) : fmadd_lanes(q[a], k, r, m);
+            }
         }
-        _mm256_storeu_ps(out + j, a0);
-        _mm256_storeu_ps(out + j + 8, a1);
-        _mm256_storeu_ps(out + j + 16, a2);
-        _mm256_storeu_ps(out + j + 24, a3);
+    };
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        step(i, false, 8);
+        step(i + 8, true, 8);
     }
-    for (; j + 8 <= dv; j += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (s = 0; s < n_pos; ++s)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(scratch[s]), _mm256_loadu_ps(vals + s * val_stride + j), a);
-        _mm256_storeu_ps(out + j, a);
+    if (full < n) {
+        const int64_t rem = n - full;
+        step(full, false, std::min<int64_t>(rem, 8));
+        if (rem > 8) step(full + 8, true, rem - 8);
     }
-    for (; j < dv; ++j) {
-        float a = 0.0f;
-        for (s = 0; s < n_pos; ++s) a = std::fma(scratch[s], vals[s * val_stride + j], a);
-        out[j] = a;
+    for (int a = 0; a < NQ; ++a)
+        for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
+}
+
+// Scores of queries [i0, i0 + NQ) over the first n keys of the block (n is the largest of their
+// n_valid; a query's scores past its own n_valid are computed and never read).
+template <int NQ>
+void score_queries(const float* Q, int64_t q_stride, const float* keys, int64_t key_stride, int64_t n, int dk,
+                   float* scores) {
+    int64_t s = 0;
+    for (; s + 2 <= n; s += 2) dot_tile<NQ, 2>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
+    for (; s < n; ++s) dot_tile<NQ, 1>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
+}
+
+void attend_block_avx2(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
+                       int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
+                       float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
+    int i = 0;
+    for (; i + 2 <= nq; i += 2)
+        score_queries<2>(Q + i * q_stride, q_stride, keys, key_stride, std::max(n_valid[i], n_valid[i + 1]), dk,
+                         scratch + int64_t(i) * kAttendBlock);
+    for (; i < nq; ++i)
+        score_queries<1>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk, scratch + int64_t(i) * kAttendBlock);
+    for (i = 0; i < nq; ++i) {
+        const float* p = scratch + int64_t(i) * kAttendBlock;
+        const int64_t n = n_valid[i];
+        const float c = fold_block_softmax(scratch + int64_t(i) * kAttendBlock, n, scale, &m[i], &l[i]);
+        float* out = acc + i * acc_stride;
+        const __m256 cv = _mm256_set1_ps(c);
+        // out[j] = out[j] * c, then an fma chain over positions: 32 columns at a time, then 8, then one.
+        int j = 0;
+        for (; j + 32 <= dv; j += 32) {
+            __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(out + j), cv), a1 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 8), cv),
+                   a2 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 16), cv),
+                   a3 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 24), cv);
+            for (int64_t s = 0; s < n; ++s) {
+                const __m256 ps = _mm256_set1_ps(p[s]);
+                const float* val = vals + s * val_stride + j;
+                a0 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val), a0);
+                a1 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 8), a1);
+                a2 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 16), a2);
+                a3 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 24), a3);
+            }
+            _mm256_storeu_ps(out + j, a0);
+            _mm256_storeu_ps(out + j + 8, a1);
+            _mm256_storeu_ps(out + j + 16, a2);
+            _mm256_storeu_ps(out + j + 24, a3);
+        }
+        for (; j + 8 <= dv; j += 8) {
+            __m256 a = _mm256_mul_ps(_mm256_loadu_ps(out + j), cv);
+            for (int64_t s = 0; s < n; ++s)
+                a = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), _mm256_loadu_ps(vals + s * val_stride + j), a);
+            _mm256_storeu_ps(out + j, a);
+        }
+        for (; j < dv; ++j) {
+            float a = out[j] * c;
+            for (int64_t s = 0; s < n; ++s) a = std::fma(p[s], vals[s * val_stride + j], a);
+            out[j] = a;
+        }
     }
 }
 
@@ -372,7 +418,7 @@ const Kernels& avx2_table() {
         .matmul_mxfp4 = matmul_mxfp4_avx2,
         .dot_f32 = dot_f32_avx2,
         .kda_step = kda_step_avx2,
-        .attend_head = attend_head_avx2,
+        .attend_block = attend_block_avx2,
     };
     return table;
 }

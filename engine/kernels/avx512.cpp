@@ -251,32 +251,6 @@ float dot_f32_avx512(const float* a, const float* b, int64_t n) {
     return reduce_lanes(acc);
 }
 
-// Four dot products against one q at once (independent chains overlap).
-void dot4_f32(const float* q, const float* k0, const float* k1, const float* k2, const float* k3, int64_t n,
-              float* out) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t full = n & ~int64_t{15};
-    for (int64_t i = 0; i < full; i += 16) {
-        const __m512 qv = _mm512_loadu_ps(q + i);
-        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + i), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k1 + i), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k2 + i), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k3 + i), a3);
-    }
-    if (full < n) {
-        const __mmask16 m = tail_mask(n - full);
-        const __m512 qv = _mm512_maskz_loadu_ps(m, q + full);
-        a0 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + full), a0, m);
-        a1 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k1 + full), a1, m);
-        a2 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k2 + full), a2, m);
-        a3 = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k3 + full), a3, m);
-    }
-    out[0] = reduce_lanes(a0);
-    out[1] = reduce_lanes(a1);
-    out[2] = reduce_lanes(a2);
-    out[3] = reduce_lanes(a3);
-}
-
 // ---- KDA recurrence ----
 
 // D <= 16 * NV: u and o live in NV registers, the last one masked to D.
@@ -369,46 +343,88 @@ void kda_step_avx512(float* S, const float* qs, const float* k, const float* v, 
 
 // ---- attention over cached positions ----
 
-void attend_head_avx512(const float* q, const float* keys, int64_t key_stride, const float* vals,
-                        int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out,
-                        float* scratch) {
-    if (n_pos <= 0) {
-        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
-        return;
-    }
-    // Scores, four positions at a time.
-    int64_t s = 0;
-    for (; s + 4 <= n_pos; s += 4) {
-        const float* k0 = keys + s * key_stride;
-        dot4_f32(q, k0, k0 + key_stride, k0 + 2 * key_stride, k0 + 3 * key_stride, dk, scratch + s);
-    }
-    for (; s < n_pos; ++s) scratch[s] = dot_f32_avx512(q, keys + s * key_stride, dk);
-    // Softmax, scalar and in position order exactly as the reference (n_pos exps are cheap
-    // next to the n_pos * (dk + dv) multiply-adds).
-    softmax_scaled_in_place(scratch, n_pos, scale);
-    // out[j] = fma chain over positions; four 16-wide column blocks at a time.
-    int j = 0;
-    for (; j + 64 <= dv; j += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (s = 0; s < n_pos; ++s) {
-            const __m512 p = _mm512_set1_ps(scratch[s]);
-            const float* val = vals + s * val_stride + j;
-            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val), a0);
-            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 16), a1);
-            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 32), a2);
-            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + 48), a3);
+// Scores of NQ queries against NK keys at once (each dot is one 16-lane register, the
+// reference's lanes): every load of a query or key chunk feeds NK or NQ multiply-adds.
+template <int NQ, int NK>
+void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stride, int64_t n, float* out,
+              int64_t out_stride) {
+    __m512 acc[NQ][NK];
+    for (int a = 0; a < NQ; ++a)
+        for (int b = 0; b < NK; ++b) acc[a][b] = _mm512_setzero_ps();
+    const int64_t full = n & ~int64_t{15};
+    for (int64_t i = 0; i < full; i += 16) {
+        __m512 q[NQ];
+        for (int a = 0; a < NQ; ++a) q[a] = _mm512_loadu_ps(Q + a * q_stride + i);
+        for (int b = 0; b < NK; ++b) {
+            const __m512 k = _mm512_loadu_ps(K + b * key_stride + i);
+            for (int a = 0; a < NQ; ++a) acc[a][b] = _mm512_fmadd_ps(q[a], k, acc[a][b]);
         }
-        _mm512_storeu_ps(out + j, a0);
-        _mm512_storeu_ps(out + j + 16, a1);
-        _mm512_storeu_ps(out + j + 32, a2);
-        _mm512_storeu_ps(out + j + 48, a3);
     }
-    for (; j < dv; j += 16) {
-        const __mmask16 m = tail_mask(std::min(16, dv - j));
-        __m512 a = _mm512_setzero_ps();
-        for (s = 0; s < n_pos; ++s)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(scratch[s]), _mm512_maskz_loadu_ps(m, vals + s * val_stride + j), a);
-        _mm512_mask_storeu_ps(out + j, m, a);
+    if (full < n) {
+        const __mmask16 m = tail_mask(n - full);
+        for (int b = 0; b < NK; ++b) {
+            const __m512 k = _mm512_maskz_loadu_ps(m, K + b * key_stride + full);
+            // lanes past the tail keep their sums (mask3): adding 0 * 0 would turn -0.0 into +0.0
+            for (int a = 0; a < NQ; ++a)
+                acc[a][b] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, Q + a * q_stride + full), k, acc[a][b], m);
+        }
+    }
+    for (int a = 0; a < NQ; ++a)
+        for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
+}
+
+// Scores of queries [i0, i0 + NQ) over the first n keys of the block (n is the largest of their
+// n_valid; a query's scores past its own n_valid are computed and never read).
+template <int NQ>
+void score_queries(const float* Q, int64_t q_stride, const float* keys, int64_t key_stride, int64_t n, int dk,
+                   float* scores) {
+    int64_t s = 0;
+    for (; s + 4 <= n; s += 4) dot_tile<NQ, 4>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
+    for (; s < n; ++s) dot_tile<NQ, 1>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
+}
+
+void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
+                         int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
+                         float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
+    int i = 0;
+    for (; i + 4 <= nq; i += 4)
+        score_queries<4>(Q + i * q_stride, q_stride, keys, key_stride,
+                         std::max(std::max(n_valid[i], n_valid[i + 1]), std::max(n_valid[i + 2], n_valid[i + 3])), dk,
+                         scratch + int64_t(i) * kAttendBlock);
+    for (; i < nq; ++i)
+        score_queries<1>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk, scratch + int64_t(i) * kAttendBlock);
+    for (i = 0; i < nq; ++i) {
+        const float* p = scratch + int64_t(i) * kAttendBlock;
+        const int64_t n = n_valid[i];
+        const float c = fold_block_softmax(scratch + int64_t(i) * kAttendBlock, n, scale, &m[i], &l[i]);
+        float* out = acc + i * acc_stride;
+        const __m512 cv = _mm512_set1_ps(c);
+        // out[j] = out[j] * c, then an fma chain over positions; four 16-wide column blocks at a time.
+        int j = 0;
+        for (; j + 64 <= dv; j += 64) {
+            __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(out + j), cv), a1 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 16), cv),
+                   a2 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 32), cv),
+                   a3 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 48), cv);
+            for (int64_t s = 0; s < n; ++s) {
+                const __m512 ps = _mm512_set1_ps(p[s]);
+                const float* val = vals + s * val_stride + j;
+                a0 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val), a0);
+                a1 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 16), a1);
+                a2 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 32), a2);
+                a3 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 48), a3);
+            }
+            _mm512_storeu_ps(out + j, a0);
+            _mm512_storeu_ps(out + j + 16, a1);
+            _mm512_storeu_ps(out + j + 32, a2);
+            _mm512_storeu_ps(out + j + 48, a3);
+        }
+        for (; j < dv; j += 16) {
+            const __mmask16 mk = tail_mask(std::min(16, dv - j));
+            __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, out + j), cv);
+            for (int64_t s = 0; s < n; ++s)
+                a = _mm512_fmadd_ps(_mm512_set1_ps(p[s]), _mm512_maskz_loadu_ps(mk, vals + s * val_stride + j), a);
+            _mm512_mask_storeu_ps(out + j, mk, a);
+        }
     }
 }
 
@@ -423,7 +439,7 @@ const Kernels& avx512_table() {
         .matmul_mxfp4 = matmul_mxfp4_avx512,
         .dot_f32 = dot_f32_avx512,
         .kda_step = kda_step_avx512,
-        .attend_head = attend_head_avx512,
+        .attend_block = attend_block_avx512,
     };
     return table;
 }

@@ -1,4 +1,6 @@
-// Number formats shared by every kernel set: E8M0 scales and bf16 narrowing.
+// Shared by every kernel set: E8M0 scales, bf16 narrowing, and the scalar softmax fold and block
+// loop of blocked attention.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,18 +13,34 @@ float e8m0_to_float(uint8_t s) {
     return std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 
-void softmax_scaled_in_place(float* scores, int64_t n, float scale) {
-    float max_score = -INFINITY;
+float fold_block_softmax(float* scores, int64_t n, float scale, float* m, float* l) {
+    float max_score = *m;
     for (int64_t s = 0; s < n; ++s) {
         scores[s] = scores[s] * scale;
         if (scores[s] > max_score) max_score = scores[s];
     }
-    float z = 0.0f;
+    const float c = std::exp(*m - max_score);  // 0 on the first block (*m = -inf), 1 when the max holds
+    float z = *l * c;
     for (int64_t s = 0; s < n; ++s) {
         scores[s] = std::exp(scores[s] - max_score);
         z = z + scores[s];
     }
-    for (int64_t s = 0; s < n; ++s) scores[s] = scores[s] / z;
+    *m = max_score;
+    *l = z;
+    return c;
+}
+
+void attend_head(const Kernels& k, const float* q, const float* keys, int64_t key_stride, const float* vals,
+                 int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
+    for (int j = 0; j < dv; ++j) out[j] = 0.0f;
+    if (n_pos <= 0) return;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t b0 = 0; b0 < n_pos; b0 += kAttendBlock) {
+        const int32_t n = static_cast<int32_t>(std::min<int64_t>(kAttendBlock, n_pos - b0));
+        k.attend_block(q, 0, 1, &n, keys + b0 * key_stride, key_stride, vals + b0 * val_stride, val_stride, dk, dv,
+                       scale, &m, &l, out, 0, scratch);
+    }
+    for (int j = 0; j < dv; ++j) out[j] = out[j] / l;
 }
 
 void kda_step_column(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,

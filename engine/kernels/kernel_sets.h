@@ -30,10 +30,12 @@ constexpr uint32_t e8m0_bits(uint8_t s) {
     return static_cast<uint32_t>(s) << 23;
 }
 
-// scores[s] *= scale, then max-subtracted softmax with the exponentials summed in position
-// order. One scalar definition (compiled without ISA flags, in format.cpp) shared by every set,
-// so attention probabilities are the same bits everywhere.
-void softmax_scaled_in_place(float* scores, int64_t n, float scale);
+// One block of an online softmax (kernels.h, attend_block): scores[s] *= scale; the new max
+// m' = max(*m, scores in order); c = exp(*m - m'); scores[s] = exp(scores[s] - m'); *l = *l * c
+// then + scores[s] in position order; *m = m'. Returns c, the factor the running values take.
+// One scalar definition (compiled without ISA flags, in format.cpp) shared by every set, so
+// attention probabilities are the same bits everywhere.
+float fold_block_softmax(float* scores, int64_t n, float scale, float* m, float* l);
 
 // Column j of one KDA step (kda_step in kernels.h), alone, with the operations of the reference:
 // decay, u = k^T S as one fma chain in increasing i, the delta write, o[j] from the updated S.

@@ -45,12 +45,31 @@ struct Kernels {
     void (*kda_step)(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                      float* o, int D);
 
-    // Attention of one head over n_pos cached positions (causality is the caller's n_pos):
-    // score_s = dot(q, keys + s*key_stride, dk) * scale; p = softmax(score);
-    // out[j] = sum_s p_s * vals[s*val_stride + j], j < dv. scratch holds n_pos floats.
-    void (*attend_head)(const float* q, const float* keys, int64_t key_stride, const float* vals,
-                        int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch);
+    // Blocked attention (docs/architecture.md, "Blocked attention"): the keys are cut into
+    // blocks of kAttendBlock positions at fixed absolute boundaries (0, 64, 128, ...) and every
+    // query folds them in block order into an online-softmax state, so a query's bits depend
+    // only on its own keys, never on which queries share its tile. attend_block folds one block
+    // into nq queries' states: query i (Q + i*q_stride) sees the block's first n_valid[i] keys
+    // (1 <= n_valid[i] <= kAttendBlock). Its state is m[i] (running max of scaled scores, start
+    // -inf), l[i] (running sum of exponentials, start 0) and acc + i*acc_stride (dv running
+    // weighted values, start 0). Per query: score_s = dot(q, keys + s*key_stride, dk) * scale
+    // (16-lane dots); fold_block_softmax (kernel_sets.h) gives c and p_s; then
+    // acc[j] = acc[j] * c followed by one fma chain over the block's keys of p_s * vals[s][j].
+    // attend_head (below) divides acc by l at the end. scratch holds nq * kAttendBlock floats.
+    void (*attend_block)(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
+                         int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
+                         float* m, float* l, float* acc, int64_t acc_stride, float* scratch);
 };
+
+// Keys per attention block: 64 rows of K3's 576-float MLA latent are 147 KiB, which stay in
+// L2 while a tile of queries is scored against them.
+inline constexpr int kAttendBlock = 64;
+
+// Attention of one query over n_pos cached positions (causality is the caller's n_pos): the
+// blocks of attend_block in order, then out[j] = acc[j] / l. The exact bits any tiling of
+// attend_block gives for this query. scratch holds kAttendBlock floats.
+void attend_head(const Kernels& k, const float* q, const float* keys, int64_t key_stride, const float* vals,
+                 int64_t val_stride, int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch);
 
 // Largest KDA head dimension kda_step accepts (K3 uses 128).
 inline constexpr int kKdaMaxHeadDim = 512;

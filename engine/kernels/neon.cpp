@@ -314,43 +314,49 @@ void kda_step_neon(float* S, const float* qs, const float* k, const float* v, co
 
 // ---- attention over cached positions ----
 
-void attend_head_neon(const float* q, const float* keys, int64_t key_stride, const float* vals, int64_t val_stride,
-                      int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
-    if (n_pos <= 0) {
-        for (int j = 0; j < dv; ++j) out[j] = 0.0f;
-        return;
-    }
-    int64_t s = 0;
-    for (; s + 2 <= n_pos; s += 2) {  // two positions at a time: two independent chains
-        Acc16 a0, a1;
-        dot_lanes(q, keys + s * key_stride, dk, a0);
-        dot_lanes(q, keys + (s + 1) * key_stride, dk, a1);
-        scratch[s] = reduce_lanes(a0);
-        scratch[s + 1] = reduce_lanes(a1);
-    }
-    for (; s < n_pos; ++s) scratch[s] = dot_f32_neon(q, keys + s * key_stride, dk);
-    // Softmax in position order exactly as the reference.
-    softmax_scaled_in_place(scratch, n_pos, scale);
-    // out[j] = fma chain over positions, 16 columns at a time, then 4, then one.
-    int j = 0;
-    for (; j + 16 <= dv; j += 16) {
-        float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-        for (s = 0; s < n_pos; ++s) {
-            const float32x4_t p = vdupq_n_f32(scratch[s]);
-            const float* val = vals + s * val_stride + j;
-            for (int b = 0; b < 4; ++b) a[b] = vfmaq_f32(a[b], p, vld1q_f32(val + 4 * b));
+// Per query (kernels.h, attend_block): the block's scores as 16-lane dots, two keys at a time
+// (two independent chains); the shared softmax fold; then out[j] * c followed by one fma chain
+// over the block's positions, 16 columns at a time, then 4, then one (the reference's order).
+void attend_block_neon(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
+                       int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
+                       float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
+    for (int i = 0; i < nq; ++i) {
+        const float* q = Q + i * q_stride;
+        float* p = scratch + int64_t(i) * kAttendBlock;
+        const int64_t n = n_valid[i];
+        int64_t s = 0;
+        for (; s + 2 <= n; s += 2) {
+            Acc16 a0, a1;
+            dot_lanes(q, keys + s * key_stride, dk, a0);
+            dot_lanes(q, keys + (s + 1) * key_stride, dk, a1);
+            p[s] = reduce_lanes(a0);
+            p[s + 1] = reduce_lanes(a1);
         }
-        for (int b = 0; b < 4; ++b) vst1q_f32(out + j + 4 * b, a[b]);
-    }
-    for (; j + 4 <= dv; j += 4) {
-        float32x4_t a = vdupq_n_f32(0.0f);
-        for (s = 0; s < n_pos; ++s) a = vfmaq_f32(a, vdupq_n_f32(scratch[s]), vld1q_f32(vals + s * val_stride + j));
-        vst1q_f32(out + j, a);
-    }
-    for (; j < dv; ++j) {
-        float a = 0.0f;
-        for (s = 0; s < n_pos; ++s) a = std::fma(scratch[s], vals[s * val_stride + j], a);
-        out[j] = a;
+        for (; s < n; ++s) p[s] = dot_f32_neon(q, keys + s * key_stride, dk);
+        const float c = fold_block_softmax(p, n, scale, &m[i], &l[i]);
+        float* out = acc + i * acc_stride;
+        const float32x4_t cv = vdupq_n_f32(c);
+        int j = 0;
+        for (; j + 16 <= dv; j += 16) {
+            float32x4_t a[4];
+            for (int b = 0; b < 4; ++b) a[b] = vmulq_f32(vld1q_f32(out + j + 4 * b), cv);
+            for (s = 0; s < n; ++s) {
+                const float32x4_t ps = vdupq_n_f32(p[s]);
+                const float* val = vals + s * val_stride + j;
+                for (int b = 0; b < 4; ++b) a[b] = vfmaq_f32(a[b], ps, vld1q_f32(val + 4 * b));
+            }
+            for (int b = 0; b < 4; ++b) vst1q_f32(out + j + 4 * b, a[b]);
+        }
+        for (; j + 4 <= dv; j += 4) {
+            float32x4_t a = vmulq_f32(vld1q_f32(out + j), cv);
+            for (s = 0; s < n; ++s) a = vfmaq_f32(a, vdupq_n_f32(p[s]), vld1q_f32(vals + s * val_stride + j));
+            vst1q_f32(out + j, a);
+        }
+        for (; j < dv; ++j) {
+            float a = out[j] * c;
+            for (s = 0; s < n; ++s) a = std::fma(p[s], vals[s * val_stride + j], a);
+            out[j] = a;
+        }
     }
 }
 
@@ -365,7 +371,7 @@ const Kernels& neon_table() {
         .matmul_mxfp4 = matmul_mxfp4_neon,
         .dot_f32 = dot_f32_neon,
         .kda_step = kda_step_neon,
-        .attend_head = attend_head_neon,
+        .attend_block = attend_block_neon,
     };
     return table;
 }

@@ -100,18 +100,23 @@ void kda_step_ref(float* S, const float* qs, const float* k, const float* v, con
     }
 }
 
-// Scores (16-lane dots times scale), max-subtracted softmax with the exponentials summed in
-// position order, then out[j] = one fma chain over positions of p_s * vals[s][j].
-void attend_head_ref(const float* q, const float* keys, int64_t key_stride, const float* vals, int64_t val_stride,
-                     int64_t n_pos, int dk, int dv, float scale, float* out, float* scratch) {
-    for (int j = 0; j < dv; ++j) out[j] = 0.0f;
-    if (n_pos <= 0) return;
-    for (int64_t s = 0; s < n_pos; ++s) scratch[s] = dot_f32_ref(q, keys + s * key_stride, dk);
-    softmax_scaled_in_place(scratch, n_pos, scale);
-    for (int64_t s = 0; s < n_pos; ++s) {
-        const float p = scratch[s];
-        const float* val = vals + s * val_stride;
-        for (int j = 0; j < dv; ++j) out[j] = std::fma(p, val[j], out[j]);
+// Per query: 16-lane dots times scale, the shared softmax fold, then acc[j] * c followed by
+// one fma chain over the block's positions of p_s * vals[s][j].
+void attend_block_ref(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
+                      int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
+                      float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
+    for (int i = 0; i < nq; ++i) {
+        const float* q = Q + i * q_stride;
+        float* p = scratch + int64_t(i) * kAttendBlock;
+        const int64_t n = n_valid[i];
+        for (int64_t s = 0; s < n; ++s) p[s] = dot_f32_ref(q, keys + s * key_stride, dk);
+        const float c = fold_block_softmax(p, n, scale, &m[i], &l[i]);
+        float* out = acc + i * acc_stride;
+        for (int j = 0; j < dv; ++j) {
+            float a = out[j] * c;
+            for (int64_t s = 0; s < n; ++s) a = std::fma(p[s], vals[s * val_stride + j], a);
+            out[j] = a;
+        }
     }
 }
 
@@ -126,7 +131,7 @@ const Kernels& scalar_kernels() {
         .matmul_mxfp4 = matmul_mxfp4_ref,
         .dot_f32 = dot_f32_ref,
         .kda_step = kda_step_ref,
-        .attend_head = attend_head_ref,
+        .attend_block = attend_block_ref,
     };
     return table;
 }

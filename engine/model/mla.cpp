@@ -3,6 +3,7 @@
 // weight absorption: q_nope . (W_k c) = (W_k^T q_nope) . c, and sum_s p_s (W_v c_s) =
 // W_v (sum_s p_s c_s). So a head attends with the query [W_k^T q_nope | q_rope] directly over
 // the cached rows [c | k_rope], and projects the mixed latent through W_v afterwards.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,9 @@
 namespace k3 {
 
 namespace {
+
+// Queries per attention tile at most: their scores of one key block stay on the stack.
+constexpr int64_t kMaxAttendTile = 16;
 
 // q_abs[j] = sum_d q_nope[d] * W_k[d][j]: W_k bf16 [nope][kv_lora] (the head's k rows of kv_b).
 void absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs) {
@@ -58,26 +62,62 @@ void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> s
         }
     }
 
-    // causal attention of every (token, head) over its sequence's cached rows, in the latent space
-    cp.parallel_for(T * H, [&](int64_t item, int thread) {
-        const int64_t t = item / H, h = item % H;
-        const SeqSpan& sq = seqs[size_t(a.seq_of[size_t(t)])];
-        const float* rows = sq.st->latent_rows(il);
-        const int n_keys = sq.pos0 + int(t) - sq.t0 + 1;
-        float* attn_scratch = sq.st->attn_scratch.data() + int64_t(thread) * sq.st->n_ctx;
+    // the absorbed query of every (token, head): [W_k^T q_nope | q_rope]
+    cp.parallel_for(T * H, [&](int64_t item, int) {
+        const int64_t h = item % H;
         const float* q = &a.mq[item * QK];
         float* q_abs = &a.mq_abs[item * KV];
-        float* ctx = &a.mctx[item * KVL];
-        float* o = &a.mo[item * VH];
-        const uint16_t* W_k = w.kv_b + h * (NOPE + VH) * KVL;  // [nope][kv_lora]
-        const uint16_t* W_v = W_k + NOPE * KVL;               // [v][kv_lora]
-        absorb_query(W_k, q, NOPE, KVL, q_abs);
+        absorb_query(w.kv_b + h * (NOPE + VH) * KVL, q, NOPE, KVL, q_abs);
         std::memcpy(q_abs + KVL, q + NOPE, sizeof(float) * size_t(ROPE));
-        cp.k.attend_head(q_abs, rows, KV, rows, KV, n_keys, int(KV), int(KVL), scale, ctx, attn_scratch);
-        cp.k.matvec_bf16(W_v, ctx, o, VH, KVL);
-        // gate before o_proj, no norm
-        if (c.mla_use_output_gate)
-            for (int64_t j = 0; j < VH; ++j) o[j] *= sigmoid(a.mg[t * H * VH + h * VH + j]);
+    });
+
+    // causal attention of every (token, head) over its sequence's cached rows, in the latent
+    // space: tiles of consecutive (token, head) queries of one sequence share each key block
+    // while it is in cache (kernels.h, attend_block). A query's bits do not depend on its tile,
+    // so the tile size is only a matter of spreading the work over the threads.
+    const int64_t tile = std::clamp<int64_t>((T * H + 4 * cp.nth - 1) / (4 * cp.nth), 1, kMaxAttendTile);
+    int64_t n_tiles = 0;
+    for (const SeqSpan& sq : seqs) n_tiles += (int64_t(sq.n) * H + tile - 1) / tile;
+    cp.parallel_for(n_tiles, [&](int64_t tile_index, int) {
+        size_t s = 0;  // the tile's sequence and first query
+        int64_t first = tile_index;
+        for (;; ++s) {
+            const int64_t in_seq = (int64_t(seqs[s].n) * H + tile - 1) / tile;
+            if (first < in_seq) break;
+            first -= in_seq;
+        }
+        const SeqSpan& sq = seqs[s];
+        const int64_t q0 = int64_t(sq.t0) * H + first * tile;  // item index (t * H + h)
+        const int nq = int(std::min<int64_t>(tile, int64_t(sq.t0 + sq.n) * H - q0));
+        const float* rows = sq.st->latent_rows(il);
+        int32_t n_keys[kMaxAttendTile], n_valid[kMaxAttendTile];
+        float m_run[kMaxAttendTile], l_run[kMaxAttendTile], scores[kMaxAttendTile * kAttendBlock];
+        for (int i = 0; i < nq; ++i) {
+            n_keys[i] = sq.pos0 + int32_t((q0 + i) / H) - sq.t0 + 1;
+            m_run[i] = -INFINITY;
+            l_run[i] = 0.0f;
+        }
+        float* ctx = &a.mctx[q0 * KVL];
+        std::memset(ctx, 0, sizeof(float) * size_t(nq * KVL));
+        // queries are in token order, so those that see a block are a suffix of the tile
+        for (int32_t b0 = 0; b0 < n_keys[nq - 1]; b0 += kAttendBlock) {
+            int i0 = 0;
+            while (n_keys[i0] <= b0) ++i0;
+            for (int i = i0; i < nq; ++i) n_valid[i] = std::min<int32_t>(kAttendBlock, n_keys[i] - b0);
+            cp.k.attend_block(&a.mq_abs[(q0 + i0) * KV], KV, nq - i0, &n_valid[i0], rows + int64_t(b0) * KV, KV,
+                              rows + int64_t(b0) * KV, KV, int(KV), int(KVL), scale, &m_run[i0], &l_run[i0],
+                              ctx + i0 * KVL, KVL, scores);
+        }
+        for (int i = 0; i < nq; ++i) {
+            const int64_t item = q0 + i, t = item / H, h = item % H;
+            float* c_i = ctx + i * KVL;
+            for (int64_t j = 0; j < KVL; ++j) c_i[j] = c_i[j] / l_run[i];
+            float* o = &a.mo[item * VH];
+            cp.k.matvec_bf16(w.kv_b + h * (NOPE + VH) * KVL + NOPE * KVL, c_i, o, VH, KVL);  // W_v [v][kv_lora]
+            // gate before o_proj, no norm
+            if (c.mla_use_output_gate)
+                for (int64_t j = 0; j < VH; ++j) o[j] *= sigmoid(a.mg[t * H * VH + h * VH + j]);
+        }
     });
 
     // out = W_o o  [T][E]

@@ -5,7 +5,7 @@
 
 namespace k3 {
 
-SequenceState::SequenceState(const ModelConfig& c, int n_ctx_, int n_threads) : n_ctx(n_ctx_) {
+SequenceState::SequenceState(const ModelConfig& c, int n_ctx_) : n_ctx(n_ctx_) {
     const int64_t H = c.kda_num_heads, D = c.kda_head_dim, P = c.kda_width();
     const int64_t hist = std::max(0, c.short_conv_kernel_size - 1);
     kda_layer_floats = H * D * D + 3 * P * hist;
@@ -17,7 +17,6 @@ SequenceState::SequenceState(const ModelConfig& c, int n_ctx_, int n_threads) : 
     }
     kda.assign(size_t(n_kda * kda_layer_floats), 0.0f);
     mla_rows = ZeroedArray<float>(size_t(n_mla) * size_t(n_ctx) * size_t(mla_row_floats));
-    attn_scratch = ZeroedArray<float>(size_t(std::max(1, n_threads)) * size_t(n_ctx));
     capture_row_floats = 4 * P + H;
 }
 
@@ -35,7 +34,7 @@ void SequenceState::reset_recurrent() {
 }
 
 int64_t SequenceState::bytes() const {
-    return int64_t(sizeof(float)) * int64_t(kda.size() + mla_rows.size() + attn_scratch.size());
+    return int64_t(sizeof(float)) * int64_t(kda.size() + mla_rows.size());
 }
 
 int64_t kv_bytes_per_position(const ModelConfig& c) {

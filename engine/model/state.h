@@ -15,7 +15,7 @@
 namespace k3 {
 
 struct SequenceState {
-    SequenceState(const ModelConfig& cfg, int n_ctx, int n_threads);
+    SequenceState(const ModelConfig& cfg, int n_ctx);
 
     int n_ctx = 0;
     int n_past = 0;                 // positions evaluated (KDA state and latent rows valid up to here)
@@ -29,9 +29,6 @@ struct SequenceState {
     ZeroedArray<float> mla_rows;    // pages taken as positions are written
     int64_t mla_row_floats = 0;
     std::vector<int> mla_slot;      // [n_layer] index into mla_rows, -1 for KDA layers
-
-    // [n_threads][n_ctx]: attention scores of one head (attend_head's scratch).
-    ZeroedArray<float> attn_scratch;  // pages taken as far as keys are scored
 
     // Speculative verification: while `capture` is on, each KDA layer keeps the inputs of its
     // recurrence for the step's tokens ([n_kda][capture_tokens][4P + H]: raw q, k, v, z rows

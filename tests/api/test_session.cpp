@@ -155,13 +155,13 @@ TEST_CASE("forward: a failed expert read is an IoError; a one-expert store gives
     {
         FaultyStore store(ckpt, -1, c.num_experts);
         Model m(ckpt, select_kernels(), 2, store);
-        SequenceState st(c, 16, 2);
+        SequenceState st(c, 16);
         REQUIRE(forward(m, st, ids, ref.data(), true, nullptr).ok());
     }
     SUBCASE("failure") {
         FaultyStore store(ckpt, 3, c.num_experts);
         Model m(ckpt, select_kernels(), 2, store);
-        SequenceState st(c, 16, 2);
+        SequenceState st(c, 16);
         std::vector<float> logits(size_t(c.vocab_size), -7.0f);
         const Status s = forward(m, st, ids, logits.data(), false, nullptr);
         CHECK(s.code == StatusCode::IoError);
@@ -172,7 +172,7 @@ TEST_CASE("forward: a failed expert read is an IoError; a one-expert store gives
     SUBCASE("one expert per acquisition") {
         FaultyStore store(ckpt, -1, 1);
         Model m(ckpt, select_kernels(), 3, store);
-        SequenceState st(c, 16, 3);
+        SequenceState st(c, 16);
         std::vector<float> out(ref.size());
         REQUIRE(forward(m, st, ids, out.data(), true, nullptr).ok());
         CHECK(same_bits(out, ref));

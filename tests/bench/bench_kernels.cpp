@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
     {
         const int64_t n_pos = 1024;
         const int dk = 576, dv = 512;  // K3 MLA with the latent cached: 512 + 64 rope
-        std::vector<float> q(dk), keys(n_pos * dk), vals(n_pos * dv), out(dv), scratch(n_pos);
+        std::vector<float> q(dk), keys(n_pos * dk), vals(n_pos * dv), out(dv), scratch(kAttendBlock);
         for (auto& e : q) e = dist(rng);
         for (auto& e : keys) e = dist(rng);
         for (auto& e : vals) e = dist(rng);
@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
             const Timing t = time_per_call(
                 [&](int64_t) {
                     return split_rows(1, 1, [&](int64_t, int64_t) {
-                        k->attend_head(q.data(), keys.data(), dk, vals.data(), dv, n_pos, dk, dv, 0.07f, out.data(),
+                        attend_head(*k, q.data(), keys.data(), dk, vals.data(), dv, n_pos, dk, dv, 0.07f, out.data(),
                                        scratch.data());
                     });
                 },

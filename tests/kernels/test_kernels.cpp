@@ -385,8 +385,8 @@ TEST_CASE("reference kernels agree with fp64 arithmetic within the named toleran
                         truth[j] += std::exp(score[s] - m) / z * vals[s * vs + j];
                         vmax[j] = std::max(vmax[j], std::fabs(static_cast<double>(vals[s * vs + j])));
                     }
-                std::vector<float> out(dv), scratch(n_pos);
-                ref.attend_head(q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, scale, out.data(),
+                std::vector<float> out(dv), scratch(kAttendBlock);
+                attend_head(ref, q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, scale, out.data(),
                                 scratch.data());
                 const ErrorStats e = error_stats(out, truth, vmax);
                 CHECK(e.max_rel <= kMaxRelErrAttention);
@@ -448,7 +448,7 @@ TEST_CASE("every kernel set reproduces the reference bit for bit, on random shap
             CHECK(same_bits(S2.data(), S.data(), D * D));
         }
 
-        for (int64_t n_pos : {1, 2, 3, 5, 17, 64}) {
+        for (int64_t n_pos : {1, 2, 3, 5, 17, 64, 65, 130}) {
             for (auto [dk, dv] : {std::pair{1, 1}, std::pair{5, 7}, std::pair{17, 33}, std::pair{192, 128},
                                   std::pair{576, 512}}) {
                 CAPTURE(n_pos);
@@ -456,10 +456,10 @@ TEST_CASE("every kernel set reproduces the reference bit for bit, on random shap
                 const int64_t ks = dk + 1, vs = dv + 5;
                 auto q = random_floats(rng, dk), keys = random_floats(rng, n_pos * ks),
                      vals = random_floats(rng, n_pos * vs);
-                std::vector<float> out_ref(dv), out(dv, NAN), scratch(n_pos);
-                ref.attend_head(q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, 0.1f, out_ref.data(),
-                                scratch.data());
-                k.attend_head(q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, 0.1f, out.data(),
+                std::vector<float> out_ref(dv), out(dv, NAN), scratch(kAttendBlock);
+                attend_head(ref, q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, 0.1f, out_ref.data(),
+                            scratch.data());
+                attend_head(k, q.data(), keys.data(), ks, vals.data(), vs, n_pos, dk, dv, 0.1f, out.data(),
                               scratch.data());
                 CHECK(same_bits(out.data(), out_ref.data(), dv));
             }
@@ -559,6 +559,56 @@ TEST_CASE("results do not depend on how rows are split, and repeat exactly") {
             }
         CHECK(same_bits(whole.data(), split.data(), T * rows));
         CHECK(same_bits(mwhole.data(), msplit.data(), T * rows));
+    }
+}
+
+// The blocked-attention contract (kernels.h): a query's result depends only on its own keys, so
+// the causal queries of a chunk folded in tiles of any size, each tile over the key blocks its
+// queries reach, give every query exactly attend_head's bits for its own n_pos (what one-token
+// decode computes). Checked for every set, with tiles that start mid-block and cross blocks.
+TEST_CASE("blocked attention: tiles of any size give each query the bits of attending alone") {
+    std::mt19937 rng(7);
+    const int dk = 37, dv = 33;  // tails in both widths
+    const int64_t ks = dk + 2, vs = dv + 3, n_q = 23, pos0 = 120;  // queries at positions 120..142
+    const int64_t n_rows = pos0 + n_q;
+    auto keys = random_floats(rng, size_t(n_rows * ks), 2.0f), vals = random_floats(rng, size_t(n_rows * vs));
+    auto Q = random_floats(rng, size_t(n_q * dk), 2.0f);
+    const float scale = 0.2f;
+    for (const NamedSet& set : all_sets()) {
+        CAPTURE(set.name);
+        const Kernels& k = *set.k;
+        std::vector<float> alone(size_t(n_q * dv)), scratch(size_t(16 * kAttendBlock));
+        for (int64_t i = 0; i < n_q; ++i)
+            attend_head(k, &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk, dv, scale,
+                        &alone[size_t(i * dv)], scratch.data());
+        if (&k != &scalar_kernels()) {  // and the scalar set's bits
+            std::vector<float> ref(size_t(n_q * dv));
+            for (int64_t i = 0; i < n_q; ++i)
+                attend_head(scalar_kernels(), &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk,
+                            dv, scale, &ref[size_t(i * dv)], scratch.data());
+            CHECK(same_bits(alone.data(), ref.data(), alone.size()));
+        }
+        for (int tile : {1, 2, 3, 4, 5, 8, 16}) {
+            CAPTURE(tile);
+            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
+            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
+                const int nq = int(std::min<int64_t>(tile, n_q - q0));
+                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
+                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
+                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
+                    int i0 = 0;
+                    while (n_keys[size_t(i0)] <= b0) ++i0;
+                    for (int i = i0; i < nq; ++i)
+                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
+                    k.attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)], &keys[size_t(b0 * ks)],
+                                   ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale, &m[size_t(q0 + i0)],
+                                   &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv, scratch.data());
+                }
+            }
+            for (int64_t i = 0; i < n_q; ++i)
+                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
+            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
+        }
     }
 }
 

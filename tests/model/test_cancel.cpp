@@ -65,7 +65,7 @@ TEST_CASE("forward: a cancel raised during layer k stops the pass at the next la
         CancelFlag never{false};
         CancelAtLayerStore store(ckpt, never);
         Model m(ckpt, select_kernels(), 2, store);
-        SequenceState st(c, 32, 2);
+        SequenceState st(c, 32);
         REQUIRE(forward(m, st, first, nullptr, false, &never).ok());
         REQUIRE(forward(m, st, second, want.data(), false, &never).ok());
     }
@@ -75,7 +75,7 @@ TEST_CASE("forward: a cancel raised during layer k stops the pass at the next la
         CancelFlag cancel{false};
         CancelAtLayerStore store(ckpt, cancel);
         Model m(ckpt, select_kernels(), 2, store);
-        SequenceState st(c, 32, 2);
+        SequenceState st(c, 32);
         REQUIRE(forward(m, st, first, nullptr, false, &cancel).ok());
         const SequenceState before = st;  // what a Session's snapshot holds
         store.cancel_at = k;
