@@ -125,7 +125,11 @@ HttpServerOptions front_options(const DaemonConfig& c) {
     o.max_inflight_body = size_t(c.max_inflight_body_mb) << 20;
     o.head_timeout_s = c.header_timeout_s;
     o.body_timeout_s = c.body_timeout_s;
-    o.keep_alive_s = 5;
+    // Longer than any client keeps an idle socket for reuse (Node's undici 4 s, Python's httpx
+    // 5 s): a server that closes first races the client's next request on that socket, which
+    // then fails with "other side closed". Idle sockets hold no thread, and the connection caps
+    // close the oldest idle one first (docs/operations.md, "Connections, limits and slow clients").
+    o.keep_alive_s = 75;
     o.write_timeout_s = std::max(1.0, c.slow_client_s);
     // Running + queued + a reserve for /health, /metrics and the quick routes.
     o.max_handlers = std::max(c.http_threads, c.queue_depth + c.parallel + 16);

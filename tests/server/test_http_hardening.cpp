@@ -141,6 +141,22 @@ TEST_CASE("idle keep-alive connections hold no thread") {
     CHECK(health_ms(server.port) < 1000);
 }
 
+// Clients reuse an idle socket for up to their own keep-alive time (Node's fetch 4 s, httpx 5 s);
+// a daemon closing idle sockets at 5 s raced them: the client's next request met a closing socket
+// ("other side closed"). A socket idle past every client's reuse time is still served.
+TEST_CASE("an idle keep-alive connection still takes a request after 6 s") {
+    TestServer server(test_config());
+    Socket s(server.port);
+    s.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    CHECK(status_of(s.read_until("\"ok\"")) == 200);
+    const size_t first = s.read_until("\"ok\"").size();
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    CHECK(s.send("GET /no-such-route HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    const std::string got = s.read_until("HTTP/1.1 404");
+    CHECK(got.find("HTTP/1.1 404", first) != std::string::npos);
+    CHECK_FALSE(s.closed());
+}
+
 TEST_CASE("more long generations than threads: the overflow gets 503 + Retry-After at once") {
     auto config = test_config();
     config.http_threads = 8;
