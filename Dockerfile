@@ -23,7 +23,7 @@ RUN K3_WITH_NODE=0 bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK3_BUILD_BENCH=OFF \
  && cmake --build build -j"$(nproc)" \
- && cd build && ctest --output-on-failure -j"$(nproc)" -L '^(unit|kernels|io|model|grammar|server)$' -E '^node_'
+ && cd build && ctest --output-on-failure -j"$(nproc)" -L '^(weights|kernels|io|store|model|grammar|server)$' -E '^node_'
 
 FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
