@@ -7,7 +7,7 @@
 // live region: it changes every token).
 import { ApiError, stream } from './api.js';
 import { attachments, checkFits, clearComposer, composerNote, contentWithAttachments, drawMeter, initComposer } from './composer.js';
-import { latestStatus, queuePosition, setBusy } from './figures.js';
+import { prefillProgress, queuePosition, setBusy, thisPagesRequest } from './figures.js';
 import { actionButton, editInPlace, fillBranch, fillMessage, messageElement } from './messages.js';
 import { copyText } from './markdown.js';
 import { generationParams } from './settings.js';
@@ -343,8 +343,7 @@ async function generate(conv, parentId, extend = null) {
     if (firstAt || !view) return;
     const waited = (performance.now() - started) / 1000;
     const position = queuePosition(waited);
-    const status = latestStatus();
-    const active = status && status.active && status.active[0];
+    const active = position ? null : thisPagesRequest();
     if (position) view.state.textContent = 'queued: position ' + position;
     else if (active && active.stage === 'prompt') view.state.textContent = prefillText(active);
     else view.state.textContent = 'waiting for the first token…';
@@ -411,18 +410,11 @@ async function generate(conv, parentId, extend = null) {
   }
 }
 
-// "reading the prompt: 1,200 of 5,000 tokens, 35 tokens/s, about 1 min 47 s left" from the
-// request's prefill progress in /v1/status, when the server reports it.
+// "reading the prompt: 1,200 of 5,000 tokens, …" while this page's request reads its prompt.
 function prefillText(active) {
   const p = active.prefill;
   if (!p || !p.total_tokens) return 'reading the prompt (' + active.prompt_tokens + ' tokens)…';
-  let text = 'reading the prompt: ' + p.done_tokens + ' of ' + p.total_tokens + ' tokens';
-  if (p.tokens_per_s) text += ', ' + p.tokens_per_s.toFixed(1) + ' tokens/s';
-  if (p.tokens_per_s && p.total_tokens > p.done_tokens) {
-    const left = (p.total_tokens - p.done_tokens) / p.tokens_per_s;
-    text += ', about ' + (left >= 60 ? Math.floor(left / 60) + ' min ' : '') + Math.round(left % 60) + ' s left';
-  }
-  return text + '…';
+  return 'reading the prompt: ' + prefillProgress(p) + '…';
 }
 
 // Sends the text in the box. Returns false, leaving the text where it is, when it cannot be sent.

@@ -3,7 +3,7 @@
 // state (loading, ready, unreachable) through the callbacks given to startFigures.
 import { headers } from './api.js';
 import { drawChart } from './chart.js';
-import { formatBytes, formatPercent, formatRate, formatSeconds } from './format.js';
+import { formatBytes, formatDuration, formatPercent, formatRate, formatSeconds } from './format.js';
 
 const KEPT = 300;               // tokens shown in the chart
 let samples = [];               // [{seq, request, seconds, trunk_bytes, expert_bytes, io_seconds}]
@@ -16,8 +16,6 @@ let callbacks = { onStatus() {}, onUnreachable() {} };
 
 const $ = (id) => document.getElementById(id);
 
-export function latestStatus() { return latest; }
-
 const mine = new Set();          // ids of this page's requests, as far as it can tell
 
 // This page's request is the one that became active while it waited (the figures say "this page").
@@ -26,6 +24,32 @@ function noteMine(status) {
   const active = status.active || [];
   if (!busy || (status.queue && status.queue.depth > 0) || active.length !== 1) return;
   if (active[0].id !== undefined) mine.add(active[0].id);
+}
+
+// The running request that is this page's: one noted as this page's, else the only one running
+// while nothing waits (what noteMine would note). null when the page cannot tell.
+export function thisPagesRequest() {
+  const active = (latest && latest.active) || [];
+  const known = active.find((a) => mine.has(a.id));
+  if (known) return known;
+  return busy && active.length === 1 && !(latest.queue && latest.queue.depth > 0) ? active[0] : null;
+}
+
+const count = (n) => Number(n).toLocaleString('en');
+
+// "1,200 of 5,000 tokens (800 cached), 35.2 tokens/s, about 1 min 48 s left" from a request's
+// prefill progress (/v1/status active[].prefill, docs/api.md#prefill-progress). The time left
+// is the server's eta_s (the rest of the prompt at the rate so far); a wait of a minute or more
+// also says the clock time it should end.
+export function prefillProgress(p) {
+  let text = count(p.done_tokens) + ' of ' + count(p.total_tokens) + ' tokens';
+  if (p.cached_tokens > 0) text += ' (' + count(p.cached_tokens) + ' cached)';
+  if (p.tokens_per_s) text += ', ' + formatRate(p.tokens_per_s) + ' tokens/s';
+  if (p.eta_s > 0) {
+    text += ', about ' + formatDuration(p.eta_s) + ' left';
+    if (p.eta_s >= 60) text += ' (until ' + new Date(Date.now() + p.eta_s * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) + ')';
+  }
+  return text;
 }
 
 // A request of this page started or ended: poll now, so the figures follow at once.
@@ -131,10 +155,7 @@ function render(status) {
   if (p && p.total_tokens) {
     $('prefill-bar').max = p.total_tokens;
     $('prefill-bar').value = p.done_tokens;
-    const left = p.tokens_per_s > 0 ? (p.total_tokens - p.done_tokens) / p.tokens_per_s : null;
-    set('prefill-text', 'Reading the prompt: ' + p.done_tokens + ' of ' + p.total_tokens + ' tokens' +
-      (p.tokens_per_s ? ', ' + formatRate(p.tokens_per_s) + ' tokens/s' : '') +
-      (left !== null ? ', done in about ' + formatSeconds(left) : ''));
+    set('prefill-text', 'Reading the prompt: ' + prefillProgress(p));
   }
   set('fig-cached', req && req.cached_tokens !== null ? req.cached_tokens + ' of ' + req.prompt_tokens : '–');
   const avg = recentAverages();

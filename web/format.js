@@ -22,3 +22,12 @@ export function formatRate(x) {
   if (x === null || x === undefined || !Number.isFinite(x)) return '–';
   return x < 10 ? x.toFixed(2) : Math.round(x).toLocaleString('en');
 }
+
+// A wait as people say it: "40 s", "3 min 5 s", "1 h 12 min".
+export function formatDuration(s) {
+  if (s === null || s === undefined || !Number.isFinite(s)) return '–';
+  const whole = Math.max(1, Math.round(s));
+  if (whole < 60) return whole + ' s';
+  if (whole < 3600) return Math.floor(whole / 60) + ' min ' + (whole % 60) + ' s';
+  return Math.floor(whole / 3600) + ' h ' + Math.round((whole % 3600) / 60) + ' min';
+}

@@ -2,8 +2,8 @@
 // k3serve_fake_daemon (the real HTTP layer and worker over a scripted engine with a delay per
 // token). One case per defect the chat had in that regime, numbered as they were reported, so
 // that tests/node/web_ui_against.sh can show each one failing on the web/ of before the fix:
-//   1 a message typed while an answer streams is kept; 2 the finished answer's actions are not
-//   under the message box; 3 a reader who scrolls back stays there and keeps a selection; 4
+//   1 a message typed while an answer streams is kept; 2 the newest text, and the finished answer's
+//   stats and actions, are not under the message box; 3 a reader who scrolls back stays there and keeps a selection; 4
 //   switching conversations does not cancel an answer; 5 the chart keeps its size with the drawer
 //   closed; 6 screen readers hear an answer once; 7 a save that fails is shown, two tabs keep
 //   both their turns, export; 8 code without a language is not auto-detected; 9 a failed answer
@@ -106,29 +106,45 @@ test('while one answer streams', async (t) => {
     await screenshot(page, 'long-reading-back');
   });
 
-  await t.test('2. the finished answer, its stats and actions are in view above the message box', async () => {
-    // Back at the bottom, the view follows again.
-    await page.mouse.move(500, 300);
-    await page.mouse.wheel(0, 100000);
-    await waitDone(page);
-    const geometry = await page.evaluate(() => {
-      const last = [...document.querySelectorAll('.msg.assistant')].pop();
-      return { actions: last.querySelector('.actions').getBoundingClientRect().bottom,
-        stats: last.querySelector('.stats').getBoundingClientRect().bottom,
-        box: document.querySelector('#composer').getBoundingClientRect().top,
-        view: Math.min(innerHeight, document.querySelector('#messages').getBoundingClientRect().bottom) };
-    });
-    assert.ok(geometry.stats <= geometry.box && geometry.actions <= geometry.box && geometry.actions <= geometry.view + 1, JSON.stringify(geometry));
-    assert.ok(await page.isVisible('.msg.assistant .actions .regenerate'));
-    await screenshot(page, 'long-done');
-  });
-
   await t.test('6. screen readers hear the answer once, not every token', async () => {
     await waitDone(page);
     const live = await page.evaluate(() => window.__liveMutations);
     assert.ok(live <= 12, 'live-region mutations during the whole answer: ' + live);
     assert.match(await page.evaluate(() => document.querySelector('#announcer')?.textContent ?? ''), /^Answer: Paragraph 0/);
   });
+  await page.close();
+});
+
+test('2. the newest text while it streams, then the stats and actions, are in view and never under the message box', async () => {
+  // The reader never scrolls: the view follows the answer on its own.
+  const page = await openPage(browser.context, daemon.url + '/');
+  await page.setViewportSize({ width: 1100, height: 640 });
+  await ready(page);
+  await page.click('#new-conversation');
+  await send(page, 'Write many paragraphs');
+  const geometry = () => page.evaluate(() => {
+    const last = [...document.querySelectorAll('.msg.assistant')].pop();
+    const composer = document.querySelector('#composer').getBoundingClientRect();
+    const bottom = (sel) => last.querySelector(sel).getBoundingClientRect().bottom;
+    return { streaming: last.hasAttribute('aria-busy'), text: bottom('.content'), stats: bottom('.stats'),
+      actions: bottom('.actions'), box: composer.top, view: innerHeight,
+      // the messages are taller than the room above the box
+      overflowing: document.querySelector('#messages').scrollHeight > composer.top };
+  });
+  // While it streams (once the answer is longer than the view): its newest line is above the box.
+  const seen = [];
+  for (const length of [700, 900, 1100]) {
+    await waitLonger(page, length);
+    const g = await geometry();
+    if (g.streaming && g.overflowing) seen.push(g);
+  }
+  for (const g of seen) assert.ok(g.text <= g.box + 1, 'the newest text is under the message box: ' + JSON.stringify(g));
+  await waitDone(page);
+  const g = await geometry();
+  assert.ok(g.overflowing, 'the answer is longer than the view: ' + JSON.stringify(g));
+  assert.ok(g.text <= g.box + 1 && g.stats <= g.box + 1 && g.actions <= g.box + 1 && g.actions <= g.view, 'the end of the answer is under the box or below the fold: ' + JSON.stringify(g));
+  assert.ok(await page.isVisible('.msg.assistant .actions .regenerate'));
+  await screenshot(page, 'long-done');
   await page.close();
 });
 

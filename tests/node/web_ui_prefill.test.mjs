@@ -1,0 +1,73 @@
+// During a long prefill the chat says how far the prompt is read: the real `k3serve serve` on the
+// tiny model, its prompt read in small chunks (--prefill-mb 0.25) and held between two chunks by
+// the worker's test hook (K3_TEST_HOLD_PREFILL, docs/development.md) while the test looks. The
+// figures panel (labelled as this page's request) and the waiting answer show "N of M tokens"
+// from /v1/status active[].prefill, the time left is the server's eta_s, and the progress goes
+// away once the answer is written.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startDaemon } from './daemon.mjs';
+import { launchBrowser, openPage, screenshot } from './browser.mjs';
+
+let browser, daemon;
+const dir = mkdtempSync(path.join(os.tmpdir(), 'k3-prefill-'));
+const hold = path.join(dir, 'hold');
+before(async () => {
+  browser = await launchBrowser();
+  writeFileSync(hold, '');
+  process.env.K3_TEST_HOLD_PREFILL = hold;
+  try { daemon = await startDaemon('tiny', ['--prefill-mb', '0.25']); } finally { delete process.env.K3_TEST_HOLD_PREFILL; }
+});
+after(async () => {
+  await browser?.close();
+  await daemon?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const number = (s) => Number(s.replace(/,/g, ''));
+
+test('a long prompt: tokens read of the total, the rate and the server\'s expected finish, then the answer', async () => {
+  const page = await openPage(browser.context, daemon.url + '/');
+  // The daemon's own /v1/status, with one change the test can recognise: eta_s is 754 s, which
+  // the page could not work out from the other figures (it must show the server's, not its own).
+  let patched = false;
+  await page.route('**/v1/status*', async (route) => {
+    const response = await route.fetch();
+    const status = await response.json();
+    const p = status.active?.[0]?.prefill;
+    if (p && p.done_tokens < p.total_tokens) { p.eta_s = 754; patched = true; }
+    await route.fulfill({ response, json: status });
+  });
+  await page.waitForSelector('#connection[data-state="ready"]', { timeout: 30000 });
+  await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ temperature: 0, max_tokens: 2 })));
+  await page.fill('#input', Array.from({ length: 300 }, (_, i) => 'word' + (i % 10)).join(' '));
+  await page.press('#input', 'Enter');
+  // Held after the first chunk: part of the prompt is read.
+  await page.waitForSelector('#prefill:not([hidden])', { timeout: 30000 });
+  await page.waitForFunction(() => / left/.test(document.querySelector('#prefill-text').textContent), null, { timeout: 10000 });
+  const text = await page.textContent('#prefill-text');
+  const m = /^Reading the prompt: ([\d,]+) of ([\d,]+) tokens, [\d.,]+ tokens\/s, about 12 min 34 s left \(until \d\d:\d\d/.exec(text);
+  assert.ok(m && patched, text);
+  const [done, total] = [number(m[1]), number(m[2])];
+  assert.ok(done > 0 && done < total && total >= 300, text);
+  const status = await (await fetch(daemon.url + '/v1/status')).json();
+  const running = status.active[0];
+  assert.equal(running.prefill.total_tokens, total);
+  assert.equal(running.prefill.done_tokens, done, 'held between two chunks: the count is exact');
+  assert.equal(await page.evaluate(() => document.querySelector('#prefill-bar').max), total);
+  assert.equal(await page.evaluate(() => document.querySelector('#prefill-bar').value), done);
+  // Whose request: the only one running, sent by this page.
+  assert.equal(await page.textContent('#fig-whose'), 'Running request #' + running.id + ' (this page)');
+  // The waiting answer says the same.
+  await page.waitForFunction(() => /^reading the prompt: [\d,]+ of [\d,]+ tokens, .*about 12 min 34 s left/.test(document.querySelector('.msg.assistant .state')?.textContent ?? ''), null, { timeout: 10000 });
+  await screenshot(page, 'prefill');
+  rmSync(hold);
+  await page.waitForFunction(() => document.querySelector('.msg.assistant')?.dataset.state === 'done', null, { timeout: 60000 });
+  await page.waitForSelector('#prefill', { state: 'hidden', timeout: 10000 });
+  assert.doesNotMatch(await page.textContent('.msg.assistant .state'), /reading the prompt/);
+  assert.deepEqual(page.problems, []);
+  await page.close();
+});
