@@ -4,6 +4,12 @@
 // failed, loading, read-only, search, the drawers, the dialogs, completion and tokenizer), in
 // both themes, at desktop and at phone width. No serious or critical violation is allowed; the
 // counts of every impact are printed (and written to $K3_TEST_ARTIFACTS/ui/axe.json).
+// One page goes through the states in turn, and each state is checked in every theme and width
+// it exists in by switching the page's colour scheme and viewport, without reloading (the theme
+// follows the system setting; the layout is CSS). One daemon serves everything but the streaming
+// answer: it starts in its loading phase with an API key the page does not have yet (loading,
+// then read-only), and answers at once; a second one writes slowly, for streaming and stopped.
+// With K3_UI_SCREENSHOTS=1 every checked state is also saved as a screenshot.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,14 +32,17 @@ const RICH = [
   'Math: $E = mc^2$ and $$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$',
 ].join('\n');
 
-let browser, fast, slow;
+let browser, page, daemon, slow;
 const counts = {};       // "state/theme/width" -> {minor, moderate, serious, critical}
 const bad = [];          // serious and critical violations, described
+const THEMES = ['light', 'dark'];
+const WIDTHS = { desktop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } };
 
 before(async () => {
   browser = await launchBrowser();
-  [fast, slow] = await Promise.all([startDaemon('fake', ['--answer', RICH]),
-    startDaemon('fake', ['--token-delay-ms', '150', '--answer', 'Slowly written words '.repeat(60)])]);
+  [daemon, slow] = await Promise.all([startDaemon('fake', ['--loading', '--api-key', 'right-key', '--answer', RICH]),
+    startDaemon('fake', ['--token-delay-ms', '150', '--answer', 'Slowly written words '.repeat(150)])]);
+  page = await openPage(browser.context);
 });
 after(async () => {
   writeFileSync(path.join(artifacts, 'axe.json'), JSON.stringify(counts, null, 1));
@@ -41,10 +50,10 @@ after(async () => {
   for (const c of Object.values(counts)) for (const k of Object.keys(total)) total[k] += c[k];
   console.log('axe: ' + Object.keys(counts).length + ' states checked; violations by impact ' + JSON.stringify(total));
   await browser?.close();
-  await Promise.all([fast?.stop(), slow?.stop()]);
+  await Promise.all([daemon?.stop(), slow?.stop()]);
 });
 
-async function axe(page, label) {
+async function axe(label) {
   if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE);
   const result = await page.evaluate(() => window.axe.run(document, {
     runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'] },
@@ -56,117 +65,135 @@ async function axe(page, label) {
       bad.push(`${label}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ' ' + (n.failureSummary || '').replace(/\s+/g, ' ')).join(' | ')}`);
   }
   counts[label] = c;
+  if (process.env.K3_UI_SCREENSHOTS) await screenshot(page, 'axe-' + label.replace(/[^a-z0-9]+/gi, '-'));
 }
 
-async function ready(page) {
+let width = null;
+async function setWidth(w) {
+  if (w !== width) await page.setViewportSize(WIDTHS[w]);
+  width = w;
+}
+// The state on screen, checked in both themes at each of the widths given.
+async function check(state, widths = ['desktop', 'phone']) {
+  for (const w of widths) {
+    await setWidth(w);
+    for (const theme of THEMES) {
+      await page.emulateMedia({ colorScheme: theme });
+      await axe(`${state}/${theme}/${w}`);
+    }
+  }
+}
+
+async function ready() {
   await page.waitForSelector('#connection[data-state="ready"]', { timeout: 20000 });
   await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ temperature: 0 })));
 }
-const lastState = (page) => page.evaluate(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state);
-
-for (const theme of ['light', 'dark']) {
-  for (const [width, height] of [[1280, 800], [390, 844]]) {
-    const phone = width < 900;
-    const at = (state) => `${state}/${theme}/${phone ? 'phone' : 'desktop'}`;
-    test(`axe: ${theme} theme, ${phone ? 'phone' : 'desktop'} width`, async () => {
-      const page = await openPage(browser.context);
-      await page.setViewportSize({ width, height });
-      await page.emulateMedia({ colorScheme: theme });
-      await page.goto(fast.url + '/');
-      await ready(page);
-      await page.keyboard.press('Alt+n');  // new conversation (its button is in a drawer on a phone)
-      await page.waitForFunction(() => document.querySelectorAll('#messages .msg').length === 0);
-      await axe(page, at('empty'));
-
-      // Finished: the rich answer.
-      await page.fill('#input', 'Show everything');
-      await page.press('#input', 'Enter');
-      await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state === 'done', null, { timeout: 20000 });
-      await page.waitForSelector('.msg.assistant pre code.language-python .hljs-keyword');
-      await axe(page, at('finished'));
-      await screenshot(page, `axe-finished-${theme}-${phone ? 'phone' : 'desktop'}`);
-
-      // Failed: a parameter the server refuses.
-      await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ min_p: 5 })));
-      await page.keyboard.press('Alt+n');
-      await page.waitForFunction(() => document.querySelectorAll('#messages .msg').length === 0);
-      await page.fill('#input', 'Fail please');
-      await page.press('#input', 'Enter');
-      await page.waitForSelector('.msg.assistant.failed [role="alert"]');
-      await axe(page, at('failed'));
-      await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ temperature: 0 })));
-
-      // Search.
-      if (phone) await page.click('#toggle-conversations');
-      await page.fill('#conversation-search', 'everything');
-      await page.waitForFunction(() => document.querySelector('#search-count').textContent !== '');
-      await axe(page, at(phone ? 'search, conversations drawer open' : 'search'));
-      await page.fill('#conversation-search', '');
-      if (phone) {
-        await page.keyboard.press('Escape');
-        await page.click('#toggle-figures');
-        await axe(page, at('figures drawer open'));
-        await page.keyboard.press('Escape');
-      }
-
-      // Dialogs.
-      await page.click('#open-settings');
-      await axe(page, at('settings'));
-      await page.keyboard.press('Escape');
-      // The rest looks the same at both widths (one column on a phone): checked once, on the desktop.
-      if (phone) { await page.close(); return; }
-      await page.click('#open-shortcuts');
-      await axe(page, at('shortcuts'));
-      await page.keyboard.press('Escape');
-
-      // Completion and tokenizer, with output.
-      await page.click('#tab-completion');
-      await page.fill('#completion-prompt', 'Once upon a time');
-      await page.click('#completion-run');
-      await page.waitForFunction(() => document.querySelector('#completion-run').disabled === false && document.querySelector('#completion-output').textContent.length > 16);
-      await axe(page, at('completion'));
-      await page.click('#tab-tokenizer');
-      await page.fill('#tokenizer-input', 'Hello tokens\nand lines');
-      await page.waitForSelector('#tokenizer-output li');
-      await axe(page, at('tokenizer'));
-      await page.click('#tab-chat');
-
-      // Streaming and stopped, on the slow daemon.
-      await page.goto(slow.url + '/');
-      await ready(page);
-      await page.keyboard.press('Alt+n');
-      await page.waitForFunction(() => document.querySelectorAll('#messages .msg').length === 0);
-      await page.fill('#input', 'Write slowly');
-      await page.press('#input', 'Enter');
-      await page.waitForFunction(() => ([...document.querySelectorAll('.msg.assistant .content')].pop()?.textContent ?? '').length > 40, null, { timeout: 20000 });
-      await axe(page, at('streaming'));
-      assert.equal(await lastState(page), 'streaming');
-      await page.click('#stop');
-      await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state === 'stopped');
-      await axe(page, at('stopped'));
-      await page.close();
-    });
-  }
-
-  test(`axe: ${theme} theme, loading and read-only`, async () => {
-    const loading = await startDaemon('fake', ['--loading', '--api-key', 'right-key']);
-    const page = await openPage(browser.context);
-    await page.emulateMedia({ colorScheme: theme });
-    try {
-      await page.goto(loading.url + '/');
-      await page.waitForSelector('#connection[data-state="loading"]');
-      await page.waitForSelector('#banner:not([hidden])');
-      await axe(page, `loading/${theme}/desktop`);
-      loading.proc.stdin.write('loaded\n');
-      await page.waitForSelector('#connection[data-state="warn"]', { timeout: 20000 });
-      await axe(page, `read-only/${theme}/desktop`);
-    } finally {
-      await page.close();
-      await loading.stop();
-    }
-  });
+const lastState = () => page.evaluate(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state);
+async function newConversation() {
+  await page.keyboard.press('Alt+n');  // (its button is in a drawer on a phone)
+  await page.waitForFunction(() => document.querySelectorAll('#messages .msg').length === 0);
+}
+async function send(text) {
+  await page.fill('#input', text);
+  await page.press('#input', 'Enter');
 }
 
+test('axe: loading, then read-only (the daemon refuses the page\'s key)', async () => {
+  await setWidth('desktop');
+  await page.goto(daemon.url + '/');
+  await page.waitForSelector('#connection[data-state="loading"]');
+  await page.waitForSelector('#banner:not([hidden])');
+  await check('loading');
+  daemon.proc.stdin.write('loaded\n');
+  await page.waitForSelector('#connection[data-state="warn"]', { timeout: 20000 });
+  await check('read-only');
+  await page.evaluate(() => localStorage.setItem('k3serve-api-key', 'right-key'));
+  await page.reload();
+  await ready();
+});
+
+test('axe: the chat empty, finished (Markdown, a table, images, HTML, code, math), failed, searched; the drawers', async () => {
+  await setWidth('desktop');
+  await newConversation();
+  await check('empty');
+
+  await send('Show everything');
+  await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state === 'done', null, { timeout: 20000 });
+  await page.waitForSelector('.msg.assistant pre code.language-python .hljs-keyword');
+  await check('finished');
+  for (const w of ['desktop', 'phone']) {
+    await setWidth(w);
+    await page.emulateMedia({ colorScheme: 'light' });
+    await screenshot(page, `axe-finished-light-${w}`);
+  }
+
+  // Failed: a parameter the server refuses.
+  await setWidth('desktop');
+  await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ min_p: 5 })));
+  await newConversation();
+  await send('Fail please');
+  await page.waitForSelector('.msg.assistant.failed [role="alert"]');
+  await check('failed');
+  await page.evaluate(() => localStorage.setItem('k3serve.params', JSON.stringify({ temperature: 0 })));
+
+  // Search: in the list on a desktop, in the conversations drawer on a phone.
+  await setWidth('desktop');
+  await page.fill('#conversation-search', 'everything');
+  await page.waitForFunction(() => document.querySelector('#search-count').textContent !== '');
+  await check('search', ['desktop']);
+  await setWidth('phone');
+  await page.click('#toggle-conversations');
+  await check('search, conversations drawer open', ['phone']);
+  await page.fill('#conversation-search', '');
+  await page.keyboard.press('Escape');
+  await page.click('#toggle-figures');
+  await check('figures drawer open', ['phone']);
+  await page.keyboard.press('Escape');
+});
+
+test('axe: the settings and shortcuts dialogs, completion and tokenizer with output', async () => {
+  await setWidth('desktop');
+  await page.click('#open-settings');
+  await check('settings');
+  await page.keyboard.press('Escape');
+  await setWidth('desktop');
+  await page.click('#open-shortcuts');
+  await check('shortcuts');
+  await page.keyboard.press('Escape');
+
+  await setWidth('desktop');
+  await page.click('#tab-completion');
+  await page.fill('#completion-prompt', 'Once upon a time');
+  await page.click('#completion-run');
+  await page.waitForFunction(() => document.querySelector('#completion-run').disabled === false && document.querySelector('#completion-output').textContent.length > 16);
+  await check('completion');
+  await setWidth('desktop');
+  await page.click('#tab-tokenizer');
+  await page.fill('#tokenizer-input', 'Hello tokens\nand lines');
+  await page.waitForSelector('#tokenizer-output li');
+  await check('tokenizer');
+  await setWidth('desktop');
+  await page.click('#tab-chat');
+});
+
+test('axe: an answer streaming, then stopped', async () => {
+  // The slow daemon writes 3150 tokens at 150 ms each: it is still writing when the checks end.
+  await setWidth('desktop');
+  await page.goto(slow.url + '/');
+  await ready();
+  await newConversation();
+  await send('Write slowly');
+  await page.waitForFunction(() => ([...document.querySelectorAll('.msg.assistant .content')].pop()?.textContent ?? '').length > 40, null, { timeout: 20000 });
+  await check('streaming');
+  assert.equal(await lastState(), 'streaming');
+  await page.click('#stop');
+  await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state === 'stopped');
+  await check('stopped');
+  // (the read-only state's 401s and the failed answer's 400 are the browser's own console lines)
+  assert.deepEqual(page.problems.filter((p) => !/Failed to load resource: the server responded with a status of 40[01]/.test(p)), []);
+});
+
 test('axe: no serious or critical violation anywhere', () => {
+  assert.ok(Object.keys(counts).length >= 48, 'states checked: ' + Object.keys(counts).length);
   assert.deepEqual(bad, []);
 });
