@@ -184,6 +184,9 @@ test('5. phone: the chart keeps its size while the figures drawer is closed', as
 });
 
 test('7. conversations are not lost', async (t) => {
+  // Short answers at once: what is checked is what is kept, not how it streams.
+  const quick = await startDaemon('fake', ['--answer', 'Noted.']);
+  t.after(() => quick.stop());
   await t.test('a save that fails (storage full) shows a warning with Export, gone once a save works', async () => {
     const page = await browser.context.newPage();
     // The browser's storage for the site is full: IndexedDB writes and the conversations' key in
@@ -195,7 +198,7 @@ test('7. conversations are not lost', async (t) => {
       const setItem = Storage.prototype.setItem;
       Storage.prototype.setItem = function (k, v) { if (window.__full && k === 'k3serve.conversations') full(); return setItem.call(this, k, v); };
     });
-    await page.goto(daemon.url + '/');
+    await page.goto(quick.url + '/');
     await ready(page);
     await page.click('#new-conversation');
     await page.evaluate(() => { window.__full = true; });
@@ -213,8 +216,8 @@ test('7. conversations are not lost', async (t) => {
   });
 
   await t.test('two tabs on one conversation keep both their turns', async () => {
-    const a = await openPage(browser.context, daemon.url + '/');
-    const b = await openPage(browser.context, daemon.url + '/');
+    const a = await openPage(browser.context, quick.url + '/');
+    const b = await openPage(browser.context, quick.url + '/');
     await ready(a);
     await ready(b);
     await a.click('#new-conversation');
@@ -239,7 +242,7 @@ test('7. conversations are not lost', async (t) => {
   });
 
   await t.test('Export writes every conversation to a JSON file', async () => {
-    const page = await openPage(browser.context, daemon.url + '/');
+    const page = await openPage(browser.context, quick.url + '/');
     await ready(page);
     const ids = (await storedConversations(page)).map((c) => c.id);
     const [download] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }), page.click('#export-conversations', { timeout: 5000 })]);
