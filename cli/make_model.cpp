@@ -93,7 +93,8 @@ int make_model_main(int argc, char** argv) {
         std::fprintf(stderr, "make-model: preset %s, seed %llu, %d shards -> %s\n", preset->name.c_str(),
                      static_cast<unsigned long long>(seed), shards, out_dir.c_str());
         const auto stats = write_synthetic_model(preset->config, out_dir, seed, shards, force,
-                                                 [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); });
+                                                 [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); },
+                                                 preset->ending);
         std::printf("make-model: wrote %s (%s): %lld tensors, %.3f GB in %d shards, %.1f s (%.0f MB/s)\n",
                     out_dir.c_str(), preset->name.c_str(), static_cast<long long>(stats.tensors),
                     double(stats.file_bytes) / 1e9, stats.shards, stats.seconds,

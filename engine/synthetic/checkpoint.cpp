@@ -110,9 +110,10 @@ void fill_chunk(const ShardPlan& shard, const std::vector<TensorRecipe>& recipes
     }
 }
 
-void write_shard(const ModelConfig& cfg, const ShardPlan& shard, const fs::path& path, uint64_t seed) {
+void write_shard(const ModelConfig& cfg, const ShardPlan& shard, const fs::path& path, uint64_t seed,
+                 const AnswerEnding& ending) {
     std::vector<TensorRecipe> recipes;
-    for (const auto& t : shard.tensors) recipes.push_back(recipe_for(cfg, t.spec, seed));
+    for (const auto& t : shard.tensors) recipes.push_back(recipe_for(cfg, t.spec, seed, ending));
 
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) throw Error(ErrorKind::Io, path.string() + ": cannot create: " + std::strerror(errno));
@@ -243,7 +244,8 @@ std::vector<ShardPlan> plan_shards(const ModelConfig& cfg, int n_shards) {
 }
 
 SyntheticModelStats write_synthetic_model(const ModelConfig& cfg, const fs::path& dir, uint64_t seed, int n_shards,
-                                          bool overwrite, const std::function<void(const std::string&)>& progress) {
+                                          bool overwrite, const std::function<void(const std::string&)>& progress,
+                                          const AnswerEnding& ending) {
     const auto start = std::chrono::steady_clock::now();
     auto seconds_since = [](std::chrono::steady_clock::time_point t) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -259,7 +261,7 @@ SyntheticModelStats write_synthetic_model(const ModelConfig& cfg, const fs::path
     nlohmann::json weight_map = nlohmann::json::object();
     for (size_t k = 0; k < shards.size(); ++k) {
         const auto shard_start = std::chrono::steady_clock::now();
-        write_shard(cfg, shards[k], dir / shards[k].file_name, seed);
+        write_shard(cfg, shards[k], dir / shards[k].file_name, seed, ending);
         for (const auto& t : shards[k].tensors) {
             weight_map[t.spec.name] = shards[k].file_name;
             stats.tensor_bytes += t.spec.nbytes();

@@ -20,6 +20,7 @@
 
 #include "weights/config.h"
 #include "weights/model_tensors.h"
+#include "synthetic/weights.h"
 
 namespace k3 {
 
@@ -54,9 +55,10 @@ struct SyntheticModelStats {
 // is refused (k3::Error(Usage)) unless `overwrite`, which first deletes the files a previous
 // make-model wrote there (and refuses if other *.safetensors files are present). config.json is
 // written last, so its presence means the model is complete. `progress` (may be empty) gets one
-// line per shard.
+// line per shard. `ending` (off by default) leans the weights toward ending answers (weights.h).
 SyntheticModelStats write_synthetic_model(const ModelConfig& cfg, const std::filesystem::path& dir, uint64_t seed,
                                           int n_shards, bool overwrite,
-                                          const std::function<void(const std::string&)>& progress = {});
+                                          const std::function<void(const std::string&)>& progress = {},
+                                          const AnswerEnding& ending = {});
 
 }  // namespace k3

@@ -169,6 +169,14 @@ ModelConfig agent() {
     return c;
 }
 
+// The agent preset's lean toward ending (weights.h, AnswerEnding), in logits against ~4500 as
+// the softmax's sum over the ordinary tokens at temperature 1 (4096 logits of std ~0.5): a
+// free-text step ends the answer with p ~0.93 (so a coding agent's turn finishes after the tool
+// result comes back); where the grammar holds <|end_of_msg|> off, <|close|> is taken with p ~0.4
+// (a string argument or reasoning closes within a few tokens) and '"' with p ~0.2 (a JSON string
+// inside an argument closes).
+AnswerEnding agent_ending() { return {.on = true, .end_of_msg = 11.0f, .close = 8.0f, .quote = 7.0f}; }
+
 // design/performance.md, "The benchmark model": exactly this shape, so that every engine is
 // measured on the same bytes.
 ModelConfig k3_mini() {
@@ -236,14 +244,16 @@ ModelConfig k3_slice() {
 
 const std::vector<ModelPreset>& model_presets() {
     static const std::vector<ModelPreset> presets = {
-        {"tiny", "spec 1.3 test shape: 13 layers, hidden 128, 8 experts top-2, vocab 512", tiny(), 2},
-        {"tiny-wide", "second small shape: 10 layers, hidden 160, 12 experts top-3, 2 dense layers", tiny_wide(), 3},
-        {"demo", "serves instantly: 8 layers, hidden 256, 16 experts top-4, vocab 4096", demo(), 2},
-        {"agent", "coding-agent test bed: 64k context, 2 layers, hidden 64, vocab 4096 (prefills 40k tokens in seconds)",
-         agent(), 1},
+        {"tiny", "spec 1.3 test shape: 13 layers, hidden 128, 8 experts top-2, vocab 512", tiny(), 2, {}},
+        {"tiny-wide", "second small shape: 10 layers, hidden 160, 12 experts top-3, 2 dense layers", tiny_wide(), 3, {}},
+        {"demo", "serves instantly: 8 layers, hidden 256, 16 experts top-4, vocab 4096", demo(), 2, {}},
+        {"agent",
+         "coding-agent test bed: 64k context, 2 layers, hidden 64, vocab 4096 (prefills 40k tokens in seconds); "
+         "answers end within a few tokens",
+         agent(), 1, agent_ending()},
         {"k3-mini", "benchmark shape of design/performance.md: 24 layers, hidden 2048, 256 experts (~9.3 GB)",
-         k3_mini(), 4},
-        {"k3-slice", "Kimi K3's real layer sizes, 3 layers, 32 experts top-16, vocab 16384 (~5.6 GB)", k3_slice(), 2},
+         k3_mini(), 4, {}},
+        {"k3-slice", "Kimi K3's real layer sizes, 3 layers, 32 experts top-16, vocab 16384 (~5.6 GB)", k3_slice(), 2, {}},
     };
     return presets;
 }

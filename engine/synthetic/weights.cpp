@@ -101,9 +101,50 @@ bool is_output_projection(std::string_view name) {
            ends_with(name, "shared_experts.down_proj.weight") || ends_with(name, "routed_expert_up_proj.weight");
 }
 
-}  // namespace
+// AnswerEnding: the embedding's column 0, and the model-level fold's column 0, which makes the
+// embedding the heaviest source of the final mix (attn_res_mix: its normed column 0 is ~7, so
+// its score is ~3.5 above the running residual's).
+constexpr float kEndingChannel = 16.0f;
+constexpr float kEndingFold = 0.5f;
 
-TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed) {
+// Column 0 of the final normed state when the mix is all embedding: the channel over the rms of
+// a row whose other hidden - 1 entries are ~N(0, 1).
+float ending_channel_normed(const ModelConfig& cfg) {
+    const float e = float(cfg.hidden_size);
+    return kEndingChannel / std::sqrt((kEndingChannel * kEndingChannel + e - 1.0f) / e);
+}
+
+void apply_ending(const ModelConfig& cfg, const TensorSpec& t, const AnswerEnding& ending, TensorRecipe& r) {
+    const std::string_view name = t.name;
+    const int64_t width = t.shape.back();
+    if (t.role == TensorRole::Embed) {
+        r.column0 = kEndingChannel;
+    } else if (name == kModelPrefix + "output_attn_res_proj.weight") {
+        r.column0 = kEndingFold;
+    } else if (name == kModelPrefix + "norm.weight") {
+        r.column0 = 1.0f;
+    } else if (t.role == TensorRole::LmHead) {
+        const float per_logit = 1.0f / ending_channel_normed(cfg);
+        const int64_t specials = cfg.vocab_size - kSpecialSlots;
+        r.column0 = 0.0f;
+        r.column0_rows = {{specials + 2, ending.end_of_msg * per_logit},  // <|end_of_msg|> (vocab.cpp)
+                          {specials + 4, ending.close * per_logit},       // <|close|>
+                          {int64_t('"'), ending.quote * per_logit}};      // byte ranks come first
+    } else {
+        return;
+    }
+    r.set_column0 = true;
+    r.row_len = width;
+}
+
+// Element 0 of row `row` under an AnswerEnding recipe.
+float column0_value(const TensorRecipe& r, int64_t row) {
+    for (const auto& [at, value] : r.column0_rows)
+        if (at == row) return value;
+    return r.column0;
+}
+
+TensorRecipe recipe_for_weights(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed) {
     TensorRecipe r;
     r.key = mix64(mix64(seed) ^ fnv1a(t.name));
     const std::string_view name = t.name;
@@ -174,6 +215,14 @@ TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t se
     return r;
 }
 
+}  // namespace
+
+TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed, const AnswerEnding& ending) {
+    TensorRecipe r = recipe_for_weights(cfg, t, seed);
+    if (ending.on) apply_ending(cfg, t, ending, r);
+    return r;
+}
+
 void fill_tensor_block(const TensorRecipe& r, int64_t tensor_bytes, int64_t block, uint8_t* out) {
     const int64_t begin = block * kFillBlockBytes;
     const int64_t n = std::min(kFillBlockBytes, tensor_bytes - begin);
@@ -193,6 +242,7 @@ void fill_tensor_block(const TensorRecipe& r, int64_t tensor_bytes, int64_t bloc
                     const bool quiet = r.row_len > 0 && (first + i) / r.row_len >= r.quiet_from_row;
                     v = (quiet ? r.a * r.quiet_gain : r.a) * normal64(bits);
                 }
+                if (r.set_column0 && (first + i) % r.row_len == 0) v = column0_value(r, (first + i) / r.row_len);
                 const uint16_t h = f32_to_bf16(v);
                 std::memcpy(out + 2 * i, &h, 2);
             }

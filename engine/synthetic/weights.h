@@ -21,8 +21,11 @@
 //    of the 16 codes occurs, no 32-group is all zeros), E8M0 scales = a base chosen so the
 //    dequantised weights have std ~1/sqrt(in), plus a per-row offset (-1..+1) and a per-group
 //    offset (-2..+1): a 7-value spread (e.g. 118..124 for k3-mini's w1).
+//  - optionally (AnswerEnding, below) a steady column 0 that gives chosen tokens a logit bias.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "weights/config.h"
 #include "weights/model_tensors.h"
@@ -33,6 +36,21 @@ namespace k3 {
 // 16 bytes of one packed MXFP4 group, so no element or group straddles two blocks.
 inline constexpr int64_t kFillBlockBytes = 64 << 10;
 
+// A lean toward ending answers, for a preset whose random weights must still finish their turns
+// (the `agent` preset: coding agents wait for the end of each answer, docs/agents.md). Every
+// token's embedding holds the same large value in column 0, and the model-level mix of attention
+// residuals leans on the embedding (its fold's column 0 is positive), so the final normed state
+// has a steady positive column 0 whatever the text; lm_head's column 0 then acts as a logit bias
+// per token: zero for ordinary tokens, `end_of_msg` for <|end_of_msg|> (a free-text answer ends
+// within a few tokens), `close` for <|close|> (what ends reasoning and a grammar-held call's
+// string argument, which the grammar keeps open until then) and `quote` for the '"' byte (what
+// ends a JSON string inside an argument). Biases are in logits, against ordinary logits of
+// std ~0.5 over the vocabulary.
+struct AnswerEnding {
+    bool on = false;
+    float end_of_msg = 0, close = 0, quote = 0;
+};
+
 enum class FillKind { NormalBf16, UniformBf16, UniformF32, ALogF32, Mxfp4Codes, Mxfp4Scales };
 
 struct TensorRecipe {
@@ -41,14 +59,17 @@ struct TensorRecipe {
     int64_t row_len = 0;    // NormalBf16: elements per row, and rows >= quiet_from_row get
     int64_t quiet_from_row = INT64_MAX;  //   std a * quiet_gain (lm_head's special slots)
     float quiet_gain = 1;
+    bool set_column0 = false;  // NormalBf16/UniformBf16: element 0 of every row (row_len wide)
+    float column0 = 0;         //   is column0, or the value column0_rows gives for that row
+    std::vector<std::pair<int64_t, float>> column0_rows;
     int heads = 0;          // ALogF32: KDA heads (the rest of the vector is zero padding)
     int scale_base = 127;   // Mxfp4Scales: the E8M0 byte of a typical group
     int64_t row_bytes = 0;  // Mxfp4Scales: scale bytes per row
     uint64_t key = 0;       // from (seed, tensor name)
 };
 
-// How tensor `t` of model `cfg` is filled for `seed`.
-TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed);
+// How tensor `t` of model `cfg` is filled for `seed` (and `ending`, when on).
+TensorRecipe recipe_for(const ModelConfig& cfg, const TensorSpec& t, uint64_t seed, const AnswerEnding& ending = {});
 
 // Writes block `block` of the tensor's bytes (bytes [block * kFillBlockBytes, min(+kFillBlockBytes,
 // nbytes))) to `out`, which points at that block's first byte.
