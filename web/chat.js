@@ -6,8 +6,8 @@
 // branches. Screen readers hear an answer once, when it is finished (the message list is not a
 // live region: it changes every token).
 import { ApiError, stream } from './api.js';
-import { attachments, checkFits, clearComposer, composerNote, contentWithAttachments, drawMeter, initComposer } from './composer.js';
-import { prefillProgress, queuePosition, setBusy, thisPagesRequest } from './figures.js';
+import { attachments, checkFits, clearComposer, composerNote, contentWithAttachments, drawMeter, exactCount, initComposer } from './composer.js';
+import { noteSent, prefillProgress, queuePosition, setBusy, thisPagesRequest } from './figures.js';
 import { actionButton, editInPlace, fillBranch, fillMessage, messageElement } from './messages.js';
 import { copyText } from './markdown.js';
 import { generationParams } from './settings.js';
@@ -188,7 +188,13 @@ function followIfAtBottom() {
   if (stick && settings.display().autoScroll) box.scrollTop = box.scrollHeight;
 }
 
-// The prompt tokens of the open branch so far (the last answer's own count, else an estimate).
+// The prompt tokens of the open branch so far: the last answer's own count (usage), then each
+// later message by the server's count made while it was written, else an estimate.
+function tokensOf(m) {
+  const text = contentWithAttachments(m.content, m.attachments);
+  return m.tokens && m.tokens.text === text ? m.tokens.count : Math.ceil(text.length / 3);
+}
+
 function tokensSoFar() {
   if (!current) return 0;
   const path = pathOf(current);
@@ -196,11 +202,11 @@ function tokensSoFar() {
     const s = path[i].stats;
     if (s && s.prompt_tokens !== undefined) {
       let n = s.prompt_tokens + (s.completion_tokens || 0);
-      for (const m of path.slice(i + 1)) n += Math.ceil(contentWithAttachments(m.content, m.attachments).length / 3);
+      for (const m of path.slice(i + 1)) n += tokensOf(m);
       return n;
     }
   }
-  return path.reduce((n, m) => n + Math.ceil(contentWithAttachments(m.content, m.attachments).length / 3), 0);
+  return path.reduce((n, m) => n + tokensOf(m), 0);
 }
 
 function showConversation() {
@@ -330,6 +336,7 @@ async function generate(conv, parentId, extend = null) {
   running.set(conv.id, run);
   if (conv === current) showConversation();
   const viewNow = () => (conv === current ? run.view : null);
+  noteSent();
   setBusy(running.size > 0);
   announce('Writing an answer…');
   const started = performance.now();
@@ -429,6 +436,8 @@ async function send(text) {
   if (problem) { composerNote(problem); return false; }
   const conv = current;
   const node = addNode(conv, conv.leaf, { role: 'user', content: text, attachments: files });
+  const exact = exactCount();
+  if (exact && exact.text === contentWithAttachments(text, files)) node.tokens = exact;
   save(conv);
   generate(conv, node.id);
   return true;

@@ -1,7 +1,7 @@
 // The completion view: a raw prompt (no chat template) and its continuation streamed from
 // /v1/completions, the prompt shown muted and the continuation after it.
 import { ApiError, stream } from './api.js';
-import { setBusy } from './figures.js';
+import { noteSent, setBusy } from './figures.js';
 import { formatSeconds } from './format.js';
 import { generationParams } from './settings.js';
 
@@ -21,6 +21,7 @@ async function run() {
   continuation.className = 'continuation';
   out.append(shown, continuation);
   controller = new AbortController();
+  noteSent();
   setBusy(true);
   setButtons();
   $('completion-state').textContent = 'waiting…';

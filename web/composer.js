@@ -14,6 +14,7 @@ let pasted = 0;
 let conversationTokens = () => 0;  // the open conversation's prompt so far (from the chat view)
 let messageTokens = 0;
 let counted = '';                  // the text messageTokens was counted for
+let countedExactly = false;        // by the server's /tokenize (else estimated)
 let timer = null;
 let generation = 0;
 
@@ -81,13 +82,21 @@ async function count() {
     if (mine !== generation) return;
     messageTokens = r.count;
     counted = text;
+    countedExactly = true;
   } catch {
     // Too long for /tokenize (it refuses more than a context), or the server is away.
     if (mine !== generation) return;
     messageTokens = Math.ceil(text.length / 3);
     counted = text;
+    countedExactly = false;
   }
   drawMeter();
+}
+
+// The server's count of the text last counted ({text, count}), null when it is an estimate: kept
+// with a sent message, so that the meter counts it exactly until the answer's usage says more.
+export function exactCount() {
+  return countedExactly && counted ? { text: counted, count: messageTokens } : null;
 }
 
 export function drawMeter() {

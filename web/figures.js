@@ -17,13 +17,30 @@ let callbacks = { onStatus() {}, onUnreachable() {} };
 const $ = (id) => document.getElementById(id);
 
 const mine = new Set();          // ids of this page's requests, as far as it can tell
+let highestSeen = 0;             // the highest request id any status showed
+let sent = null;                 // {after: highestSeen when the page began sending, count}
 
-// This page's request is the one that became active while it waited (the figures say "this page").
+// Requests get ids in order (one counter in the daemon). This page's request is the one that
+// runs while it waits with nothing else running or queued; or, for one too quick to be seen
+// running, the ones the page sent when exactly that many requests came after the highest id it
+// knew before sending and nothing else runs now (another client's request would make one more).
 function noteMine(status) {
-  // Only when nothing else waits and one request runs: then the running one must be this page's.
   const active = status.active || [];
-  if (!busy || (status.queue && status.queue.depth > 0) || active.length !== 1) return;
-  if (active[0].id !== undefined) mine.add(active[0].id);
+  const ids = active.map((a) => a.id).concat(status.last_request ? [status.last_request.id] : []).filter((id) => id !== undefined);
+  const newest = Math.max(highestSeen, ...ids);
+  if (busy && !(status.queue && status.queue.depth > 0) && active.length === 1 && active[0].id !== undefined) mine.add(active[0].id);
+  if (sent && !busy) {
+    if (active.length === 0 && !(status.queue && status.queue.depth > 0) && newest - sent.after === sent.count)
+      for (let id = sent.after + 1; id <= newest; id++) mine.add(id);
+    sent = null;
+  }
+  highestSeen = newest;
+}
+
+// The page sends a request (before it is sent).
+export function noteSent() {
+  if (!sent) sent = { after: highestSeen, count: 0 };
+  sent.count++;
 }
 
 // The running request that is this page's: one noted as this page's, else the only one running

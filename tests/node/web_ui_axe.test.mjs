@@ -12,13 +12,12 @@
 // With K3_UI_SCREENSHOTS=1 every checked state is also saved as a screenshot.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { axeCheck } from './axe_check.mjs';
 import { startDaemon } from './daemon.mjs';
 import { artifacts, launchBrowser, openPage, screenshot } from './browser.mjs';
 
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const RICH = [
   '# A heading', '', 'Some **bold**, *italic* and `inline code`, a [link](https://example.com/), and:', '',
   '- one', '- two', '', '1. first', '2. second', '', '> a quote', '',
@@ -54,16 +53,8 @@ after(async () => {
 });
 
 async function axe(label) {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE);
-  const result = await page.evaluate(() => window.axe.run(document, {
-    runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'] },
-  }));
-  const c = { minor: 0, moderate: 0, serious: 0, critical: 0 };
-  for (const v of result.violations) {
-    c[v.impact] += v.nodes.length;
-    if (v.impact === 'serious' || v.impact === 'critical')
-      bad.push(`${label}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ' ' + (n.failureSummary || '').replace(/\s+/g, ' ')).join(' | ')}`);
-  }
+  const { counts: c, serious } = await axeCheck(page);
+  for (const v of serious) bad.push(label + ': ' + v);
   counts[label] = c;
   if (process.env.K3_UI_SCREENSHOTS) await screenshot(page, 'axe-' + label.replace(/[^a-z0-9]+/gi, '-'));
 }

@@ -214,4 +214,14 @@ test('figures: tokens/s beside s/token, tooltips in plain words, whose request t
     await page.waitForFunction(() => /Last request #\d+$/.test(document.querySelector('#fig-whose').textContent), null, { timeout: 10000 });
     await page.close();
   });
+  // An answer too quick for any status poll to see it running is still known as this page's.
+  await withDaemon(['--answer', 'At once.'], async (daemon) => {
+    const page = await openPage(browser.context, daemon.url + '/');
+    await ready(page);
+    await send(page, 'Quick?');
+    await waitState(page, 'done');
+    await page.waitForFunction(() => /^Last request #\d+ \(this page\)$/.test(document.querySelector('#fig-whose').textContent), null, { timeout: 10000 })
+      .catch(async () => assert.fail('the figures say: ' + await page.textContent('#fig-whose')));
+    await page.close();
+  });
 });
