@@ -68,11 +68,23 @@ async function setWidth(w) {
 async function check(state, widths = ['desktop', 'phone']) {
   for (const w of widths) {
     await setWidth(w);
+    if (w === 'phone') await headerInOneRow(state);
     for (const theme of THEMES) {
       await page.emulateMedia({ colorScheme: theme });
       await axe(`${state}/${theme}/${w}`);
     }
   }
+}
+
+// On a phone the header's controls stay in one row above the tabs, whatever the state pill says
+// (a button that wraps to a line of its own pushes the page down and looks broken).
+async function headerInOneRow(state) {
+  const boxes = await page.evaluate(() => [...document.querySelector('header.top').children]
+    .filter((c) => !c.classList.contains('tabs') && c.offsetParent)
+    .map((c) => ({ what: c.id || c.tagName, top: c.getBoundingClientRect().top, bottom: c.getBoundingClientRect().bottom })));
+  const firstRowEnds = Math.min(...boxes.map((b) => b.bottom));
+  const wrapped = boxes.filter((b) => b.top >= firstRowEnds);
+  assert.deepEqual(wrapped.map((b) => b.what), [], `${state}: the header's controls wrap to a second row`);
 }
 
 async function ready() {
