@@ -258,7 +258,7 @@ void plan(Report& r) {
     try_plan("minimal", min_trunk_gb + 1e-6, min_cache_gb + 1e-6);
     // The most weights in memory first (a preset's prefill chunk does not make a plan faster).
     auto weight_bytes = [](const io::MemoryPlan& p) {
-        return p.trunk.total_bytes() + int64_t(p.cache_slots) * p.cache_slot_bytes + p.resident_bytes;
+        return p.trunk.total_bytes() + int64_t(p.cache_slots) * p.cache_slot_bytes + p.resident_bytes + p.vision_bytes;
     };
     std::stable_sort(fits.begin(), fits.end(),
                      [&](const auto& a, const auto& b) { return weight_bytes(a.second) > weight_bytes(b.second); });

@@ -82,6 +82,7 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
             case TensorRole::LmHead: lm_head += t.nbytes(), ++n_model; break;
             case TensorRole::ModelNorm: norms += t.nbytes(), ++n_model; break;
             case TensorRole::LayerTrunk: trunk += t.nbytes(), ++n_trunk; break;
+            case TensorRole::Vision: break;  // not in model_tensors()
             default: ++n_expert_tensors;
         }
     }
@@ -120,7 +121,15 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
                 grouped(one_expert).c_str());
     std::printf("  %-50s %12s  (%d layers x %d experts)\n", "routed expert pool", human_bytes(double(pool)).c_str(), moe_layers,
                 c.num_experts);
-    std::printf("  %-50s %12s\n", "total", human_bytes(double(embed + lm_head + norms + trunk_runs + pool)).c_str());
+    int64_t vision = 0;
+    const std::vector<TensorSpec> vt = vision_tensors(c);
+    for (const auto& t : vt) vision += t.nbytes();
+    if (c.vision.present) {
+        char label[96];
+        std::snprintf(label, sizeof label, "vision tower + projector (%zu tensors, %d blocks)", vt.size(), c.vision.layers);
+        std::printf("  %-50s %12s\n", label, human_bytes(double(vision)).c_str());
+    }
+    std::printf("  %-50s %12s\n", "total", human_bytes(double(embed + lm_head + norms + trunk_runs + pool + vision)).c_str());
 
     // ---- per token ----
     const int64_t experts_per_token = int64_t(c.num_experts_per_token) * moe_layers * one_expert;

@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"diskbench", k3::cli::diskbench_main, "measure read bandwidth the way the engine reads"},
     {"doctor", k3::cli::doctor_main, "can this machine run the model, and how fast?"},
     {"download", k3::cli::download_main, "fetch and verify a checkpoint from a Hugging Face repository"},
+    {"embed-image", k3::cli::embed_image_main, "an image's projected rows (vision tower + projector) to a file"},
     {"plan", k3::cli::plan_main, "project s/token and prefill speed for a model at memory budgets"},
 };
 

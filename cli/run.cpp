@@ -42,6 +42,7 @@ constexpr const char* kUsage =
     "  --gen N              tokens to generate (default 8)\n"
     "  --threads N          compute threads (default: physical cores)\n"
     "  --kernels NAME       force a kernel set: scalar, avx2, avx512, neon (default: best for this CPU)\n"
+    "  --no-vision          text only: the checkpoint's vision tower is neither checked nor read\n"
     "  --ctx N              session context (default: prompt + gen)\n"
     "  --dump-logits PATH   write the prompt's logits at every position, float32 LE [positions][vocab]\n"
     "  --report PATH        write the run's facts as JSON\n"
@@ -66,6 +67,7 @@ struct Args {
     int threads = 0;
     int ctx = 0;
     std::string kernels, dump_logits, report;
+    bool vision = true;
     MemoryOptions memory;
 };
 
@@ -110,6 +112,7 @@ Args parse_args(ArgList& args) {
         else if (args.is("--trunk")) a.memory.trunk_dir = args.value();
         else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
         else if (args.is("--no-lookahead")) a.memory.lookahead = false;
+        else if (args.is("--no-vision")) a.vision = false;
         else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
@@ -259,6 +262,7 @@ int run(const Args& args) {
     opt.threads = args.threads;
     opt.kernels = args.kernels;
     opt.memory = args.memory;
+    opt.vision = args.vision;
     const auto load_start = std::chrono::steady_clock::now();
     auto engine = Engine::load(opt, [](const std::string& s) { std::fprintf(stderr, "k3serve: %s\n", s.c_str()); });
     const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();

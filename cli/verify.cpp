@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "dtypes, offsets inside the file and not overlapping, sizes), the shards against each\n"
     "other and against model.safetensors.index.json, every tensor the config requires\n"
     "(dtype and shape), MXFP4 packed/scale pairs, each layer's trunk tensors contiguous in\n"
-    "one shard, and each routed expert's six tensors back to back. Reads headers only.\n"
+    "one shard, each routed expert's six tensors back to back, and the vision tower's and\n"
+    "projector's tensors when config.json has a vision_config. Reads headers only.\n"
     "\n"
     "Exit status: 0 sound, 2 refused (the message names the file and tensor), 1 other failure.\n";
 
@@ -55,6 +56,9 @@ void print_summary(const Checkpoint& ck) {
         required.insert(t.name);
         packed_pairs += t.role == TensorRole::ExpertPacked;
     }
+    int64_t vision_bytes = 0;
+    const std::vector<TensorSpec> vision = vision_tensors(c);
+    for (const auto& t : vision) required.insert(t.name), vision_bytes += t.nbytes();
     std::map<std::string, int> ignored;
     for (const auto& t : td.tensors())
         if (!required.count(t.name)) ++ignored[family(t.name)];
@@ -86,6 +90,12 @@ void print_summary(const Checkpoint& ck) {
                 moe_layers, c.num_experts, grouped(int64_t(moe_layers) * c.num_experts).c_str(),
                 grouped(expert_bytes(c)).c_str(), human_bytes(double(expert_bytes(c)) * moe_layers * c.num_experts).c_str(),
                 grouped(int64_t(packed_pairs)).c_str());
+    if (c.vision.present)
+        std::printf("vision:   %zu tensors (tower %d blocks of width %d, projector to %d), %s, all present\n",
+                    vision.size(), c.vision.layers, c.vision.hidden, c.vision.text_hidden,
+                    human_bytes(double(vision_bytes)).c_str());
+    else
+        std::printf("vision:   none (config.json has no vision_config with vt_hidden_size; text only)\n");
 }
 
 }  // namespace
@@ -96,6 +106,7 @@ int verify_main(int argc, char** argv) {
         while (args.next()) args.positional({&model_dir});
         if (model_dir.empty()) throw Error(ErrorKind::Usage, "MODEL_DIR is required");
         Checkpoint ck = open_checkpoint(model_dir);
+        check_vision_tensors(ck);
         std::printf("verify %s\n", model_dir.c_str());
         print_summary(ck);
         std::printf("OK: the checkpoint is sound\n");

@@ -80,6 +80,12 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     if (!io::wants_budget(options.memory) && !options.memory.background_load)
         readahead = std::make_unique<ShardReadahead>(options.model_dir);
     ckpt_ = open_checkpoint(options.model_dir);
+    // Without the vision side the checkpoint is opened as the text model it also is: the memory
+    // plan, the fingerprint's config and image requests all see no tower (docs/model.md).
+    if (!options.vision)
+        ckpt_.config.vision = VisionConfig{};
+    else
+        check_vision_tensors(ckpt_);
     const Kernels& k = choose_kernels(options.kernels);
     n_threads_ = options.threads > 0 ? options.threads : physical_cores();
     say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
@@ -93,6 +99,12 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     store_ = open_weight_store(ckpt_, store_memory, &plan);
     info_.memory_plan_bytes = plan.need_bytes;
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
+    if (ckpt_.config.vision.present) {
+        say("loading the vision tower");
+        vision_ = std::make_unique<VisionWeights>(load_vision_weights(ckpt_));
+        vision_settings_.norm_eps = float(options.vision_norm_eps);
+        info_.vision = true;
+    }
     info_.fingerprint = checkpoint_fingerprint(ckpt_);
     prompt_cache_ = std::make_unique<PromptCache>(io::prompt_cache_budget(options.memory), ckpt_.config);
     if (!options.memory.prompt_cache_dir.empty()) {
@@ -114,6 +126,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     info_.bos_token_id = c.bos_token_id;
     info_.eos_token_id = c.eos_token_id;
     info_.kv_bytes_per_position = kv_bytes_per_position(c);
+    info_.n_embd = c.hidden_size;
     if (!options.memory.background_load) {
         if (Status st = store_->finish_load(); !st.ok()) throw Error(ErrorKind::Io, "loading the weights: " + st.message);
     }
@@ -183,6 +196,21 @@ std::unique_ptr<Session> EngineImpl::new_session(int n_ctx) {
         throw Error(ErrorKind::Usage, "session context " + std::to_string(n_ctx) + " is outside 1.." +
                                           std::to_string(info_.n_ctx_max));
     return make_session(*this, n_ctx);
+}
+
+std::vector<float> EngineImpl::encode_image(const PreparedImage& image) {
+    if (!vision_)
+        throw Error(ErrorKind::Usage,
+                    "this model has no vision tower loaded (a text-only checkpoint, or --no-vision): images are not accepted");
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> rows = encode_image_rows(*vision_, model_->compute, model_->act.max_tokens, image.geometry,
+                                                image.patches, vision_settings_);
+    forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rows;
+}
+
+std::vector<float> Engine::encode_image(const PreparedImage&) {
+    throw Error(ErrorKind::Usage, "this engine has no vision tower: images are not accepted");
 }
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& options,

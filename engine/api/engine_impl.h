@@ -10,6 +10,7 @@
 #include "k3/engine.h"
 #include "model/model.h"
 #include "store/weight_store.h"
+#include "vision/vision_tower.h"
 
 namespace k3 {
 
@@ -25,6 +26,7 @@ public:
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
     uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
     WeightsLoad weights_load() const override { return store_->weights_load(); }
+    std::vector<float> encode_image(const PreparedImage& image) override;
 
     // forward_batch() plus the engine's counters; every Session evaluation goes through here.
     Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel);
@@ -45,6 +47,8 @@ private:
     int n_threads_ = 1;
     std::unique_ptr<Model> model_;
     std::unique_ptr<PromptCache> prompt_cache_;
+    std::unique_ptr<VisionWeights> vision_;  // null: text only
+    VisionSettings vision_settings_;
     ModelInfo info_;
     uint64_t tokens_evaluated_ = 0;
     double forward_seconds_ = 0;

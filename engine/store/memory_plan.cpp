@@ -185,6 +185,7 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     for (const auto& t : model_tensors(cfg))
         if (t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)  // the embedding stays on disk (model.h)
             f.resident_bytes += t.nbytes();
+    for (const auto& t : vision_tensors(cfg)) f.vision_bytes += t.nbytes();
     return f;
 }
 
@@ -209,7 +210,9 @@ bool wants_budget(const MemoryOptions& o) {
 std::string MemoryPlan::describe() const {
     std::ostringstream s;
     if (!streaming) {
-        s << "memory: everything resident (" << format_gb(need_bytes) << " of weights; prompt cache "
+        s << "memory: everything resident (" << format_gb(need_bytes) << " of weights";
+        if (vision_bytes > 0) s << " with the vision tower's " << format_gb(vision_bytes);
+        s << "; prompt cache "
           << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens, " << format_gb(prefill_bytes)
           << ")";
         if (!prompt_cache_dir.empty())
@@ -221,6 +224,7 @@ std::string MemoryPlan::describe() const {
     if (trunk.ring_bytes > 0) s << " + " << trunk.describe_ring();
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; lm_head/norms " << format_gb(resident_bytes)
+      << (vision_bytes > 0 ? "; vision tower " + format_gb(vision_bytes) : std::string())
       << "; prompt cache " << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens ("
       << format_gb(prefill_bytes) << "); total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
     if (!prompt_cache_dir.empty())
@@ -234,6 +238,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     plan.trunk_dir = options.trunk_dir;
     plan.lookahead = options.lookahead;
     plan.resident_bytes = model.resident_bytes;
+    plan.vision_bytes = model.vision_bytes;
     const int64_t trunk_total = sum(model.layer_alloc_bytes);
     const int64_t pool_bytes = model.routed_experts * model.expert_slot_bytes;
     const int min_cache_slots = model.routed_experts > 0 ? model.experts_per_token + 1 : 0;
@@ -248,12 +253,13 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
         if (options.preset == "auto") {
             double avail_gb = double(mem_available) / kGB;
             // (the prompt cache's default for auto comes out of the fixed reserve)
-            int64_t reserve = gb_to_bytes(kAutoFixedReserveGB + kAutoReserveFraction * avail_gb) + model.resident_bytes;
+            int64_t reserve = gb_to_bytes(kAutoFixedReserveGB + kAutoReserveFraction * avail_gb) + model.resident_bytes +
+                              model.vision_bytes;
             // Never more than the refusal limit below leaves: above about 66 GB the 2 GB + 2%
             // reserve is smaller than the 5% the limit keeps, and the real K3 at 128/256 GB was
             // refused by its own auto plan.
             const int64_t asked_prefill = options.prefill_mb >= 0 ? int64_t(options.prefill_mb * 1e6) : 0;
-            const int64_t limit_left = int64_t(double(mem_available) * kRefuseAboveFraction) - model.resident_bytes -
+            const int64_t limit_left = int64_t(double(mem_available) * kRefuseAboveFraction) - model.resident_bytes - model.vision_bytes -
                                        prompt_cache_budget(options) - asked_prefill - 1;
             int64_t usable = std::min(mem_available - reserve, limit_left);
             int64_t min_cache = int64_t(min_cache_slots) * model.expert_slot_bytes;
@@ -312,7 +318,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     plan.prompt_cache_disk_budget = options.prompt_cache_dir.empty() ? 0 : prompt_cache_disk_budget(options);
     // A chunk budget that was asked for counts in the plan; the default chunk (at most 256 MB)
     // is part of what the engine keeps outside it, as auto's reserve assumes.
-    plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes +
+    plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes + plan.vision_bytes +
                       (prefill_mb >= 0 ? plan.prefill_bytes : 0);
 
     // 3. Refuse before allocating anything.
@@ -322,7 +328,8 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
         m << "memory plan refused: " << plan.source << " needs " << format_gb(plan.need_bytes + plan.prompt_cache_budget)
           << " (trunk "
           << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
-          << ", lm_head/norms " << format_gb(plan.resident_bytes) << ", prompt cache "
+          << ", lm_head/norms " << format_gb(plan.resident_bytes) << ", vision tower " << format_gb(plan.vision_bytes)
+          << ", prompt cache "
           << format_gb(plan.prompt_cache_budget) << ", prefill chunk " << format_gb(plan.prefill_bytes) << ") but MemAvailable is "
           << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
           << "); lower --trunk-gb, --cache-gb, --prefill-mb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";

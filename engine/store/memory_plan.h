@@ -71,6 +71,8 @@ struct ModelFootprint {
     int64_t activation_bytes_per_token = 0;  // forward-pass scratch per token of a chunk
     int default_chunk_tokens = 0;            // the chunk without a prefill budget (chunk_tokens_for)
     int64_t resident_bytes = 0;              // lm_head, model norms (always resident; the embedding is read by row)
+    int64_t vision_bytes = 0;                // the vision tower and projector (resident while the checkpoint
+                                             // has them and --no-vision is not given)
 };
 ModelFootprint footprint_of(const Checkpoint& ckpt);
 
@@ -82,6 +84,7 @@ struct MemoryPlan {
     int cache_slots = 0;
     int64_t cache_slot_bytes = 0;
     int64_t resident_bytes = 0;
+    int64_t vision_bytes = 0;        // the vision tower and projector, resident (0: text only)
     int64_t need_bytes = 0;          // everything the plan allocates for weights
     int64_t mem_available = 0;
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)

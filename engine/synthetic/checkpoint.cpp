@@ -45,7 +45,9 @@ struct Unit {
 std::vector<Unit> storage_units(const ModelConfig& cfg) {
     std::vector<Unit> units;
     int current = -2;
-    for (auto& t : model_tensors(cfg)) {
+    std::vector<TensorSpec> all = model_tensors(cfg);
+    for (auto& t : vision_tensors(cfg)) all.push_back(std::move(t));  // with the model-level tensors, last
+    for (auto& t : all) {
         if (t.layer != current || units.empty()) {
             units.emplace_back();
             current = t.layer;

@@ -44,6 +44,28 @@ void finish(ModelConfig& c) {
              "preset expert widths must be multiples of the MXFP4 group");
 }
 
+// A vision tower for a preset (spec moonvit.md 2.1 names the fields). The small presets get a
+// small one (two blocks, width 64, two heads of 32, an 8x8 position table, so images of up to
+// 112 px a side shrink the table and larger ones stretch it); k3-slice gets K3's real shapes
+// (27 blocks of width 1024, 12 heads of 128, a 64x64 table, about 0.9 GB).
+VisionConfig preset_vision(const ModelConfig& c, int hidden, int layers, int heads, int head_dim, int pos) {
+    VisionConfig v;
+    v.present = true;
+    v.patch_size = 14;
+    v.hidden = hidden;
+    v.intermediate = 4 * hidden;
+    v.heads = heads;
+    v.layers = layers;
+    v.qkv_hidden = heads * head_dim;
+    v.pos_emb_height = v.pos_emb_width = pos;
+    v.merge_h = v.merge_w = 2;
+    v.mm_hidden = hidden;
+    v.text_hidden = c.hidden_size;
+    v.projector_eps = 1e-5f;
+    v.media_placeholder_token_id = c.vocab_size - kSpecialSlots + 21;  // <|media_pad|>
+    return v;
+}
+
 // Spec 1.3, except: vocab 512 instead of 256 (256 byte ranks + 256 special slots, so the chat
 // specials exist), and moe_intermediate_size 64 instead of 48 (MXFP4 needs the expert input
 // widths to be multiples of 32; 48 is not).
@@ -72,6 +94,7 @@ ModelConfig tiny() {
     c.routed_expert_hidden_size = 64;
     c.moe_intermediate_size = 64;
     finish(c);
+    c.vision = preset_vision(c, 64, 2, 2, 32, 8);
     return c;
 }
 
@@ -103,6 +126,7 @@ ModelConfig tiny_wide() {
     c.routed_expert_hidden_size = 96;
     c.moe_intermediate_size = 64;
     finish(c);
+    c.vision = preset_vision(c, 96, 3, 3, 32, 6);
     return c;
 }
 
@@ -133,6 +157,7 @@ ModelConfig demo() {
     c.routed_expert_hidden_size = 128;
     c.moe_intermediate_size = 128;
     finish(c);
+    c.vision = preset_vision(c, 64, 2, 2, 32, 8);
     return c;
 }
 
@@ -204,6 +229,7 @@ ModelConfig k3_mini() {
     c.routed_expert_hidden_size = 1024;
     c.moe_intermediate_size = 768;
     finish(c);
+    c.vision = preset_vision(c, 256, 4, 4, 64, 16);
     return c;
 }
 
@@ -237,6 +263,7 @@ ModelConfig k3_slice() {
     c.routed_expert_hidden_size = 3584;
     c.moe_intermediate_size = 3072;
     finish(c);
+    c.vision = preset_vision(c, 1024, 27, 12, 128, 64);
     return c;
 }
 
@@ -358,16 +385,6 @@ std::string release_config_json(const ModelConfig& c) {
           "re:mm_projector.*"}},
     };
 
-    // Vision tower description only: k3serve implements no vision and the reader ignores it.
-    Json vision = {
-        {"model_type", "moonvit"},
-        {"hidden_size", 64},
-        {"num_hidden_layers", 2},
-        {"num_attention_heads", 2},
-        {"intermediate_size", 128},
-        {"patch_size", 14},
-    };
-
     Json root = {
         {"architectures", {"KimiK3ForConditionalGeneration"}},
         {"model_type", "kimi_k3"},
@@ -375,9 +392,9 @@ std::string release_config_json(const ModelConfig& c) {
         {"media_placeholder_token_id", c.vocab_size - kSpecialSlots + 21},  // <|media_pad|>
         {"tie_word_embeddings", false},
         {"text_config", text},
-        {"vision_config", vision},
         {"quantization_config", quant},
     };
+    if (c.vision.present) write_vision_config(c.vision, root);
     return root.dump(2) + "\n";
 }
 

@@ -26,7 +26,7 @@ const std::vector<ModelPreset>& model_presets();
 const ModelPreset* find_preset(const std::string& name);
 
 // The config.json text k3serve writes for `cfg`, in the release's nested form: a
-// KimiK3ForConditionalGeneration wrapper with a small vision_config, and text_config holding
+// KimiK3ForConditionalGeneration wrapper with its vision_config (when cfg.vision.present), and text_config holding
 // every key of spec 1.2 (linear_attn_config with ONE-based layer lists, quantization_config).
 std::string release_config_json(const ModelConfig& cfg);
 

@@ -97,7 +97,8 @@ constexpr float kMlaQaGain = 3e-3f;
 
 // Output projections write into the residual stream; keep them smaller (header comment).
 bool is_output_projection(std::string_view name) {
-    return ends_with(name, "o_proj.weight") || ends_with(name, "mlp.down_proj.weight") ||
+    return ends_with(name, ".wo.weight") || ends_with(name, "mlp.fc1.weight") ||  // the vision tower's
+           ends_with(name, "o_proj.weight") || ends_with(name, "mlp.down_proj.weight") ||
            ends_with(name, "shared_experts.down_proj.weight") || ends_with(name, "routed_expert_up_proj.weight");
 }
 
@@ -191,6 +192,16 @@ TensorRecipe recipe_for_weights(const ModelConfig& cfg, const TensorSpec& t, uin
     if (ends_with(name, "_res_proj.weight")) {  // attention-residual scoring vectors [1][hidden]
         r.kind = FillKind::NormalBf16;
         r.a = 1.0f / std::sqrt(float(cfg.hidden_size));
+        return r;
+    }
+    if (t.role == TensorRole::Vision && t.shape.size() == 4) {  // patch embedding [D][3][p][p]: a [D][3p^2] matrix
+        r.kind = FillKind::NormalBf16;
+        r.a = 1.0f / std::sqrt(float(t.shape[1] * t.shape[2] * t.shape[3]));
+        return r;
+    }
+    if (t.role == TensorRole::Vision && t.shape.size() == 3) {  // position table [h][w][D], of the patches' scale
+        r.kind = FillKind::NormalBf16;
+        r.a = 0.5f;
         return r;
     }
     if (t.shape.size() == 1) {  // every other vector is an RMSNorm gain

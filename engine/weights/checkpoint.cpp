@@ -1,7 +1,7 @@
 // open_checkpoint(): config.json + shard headers, checked against the one tensor list
 // (model_tensors.h) and the layout the streaming engine relies on. Every problem is collected
 // and reported in one message (capped), each naming the file and tensor, expected vs actual.
-// Tensors the list does not name (vision_tower.*, mm_projector.*) are ignored.
+// The vision tensors are checked apart (check_vision_tensors), so `--no-vision` can skip them.
 #include "weights/checkpoint.h"
 
 #include <algorithm>
@@ -177,6 +177,28 @@ Checkpoint open_checkpoint(const std::filesystem::path& dir) {
     }
     if (!problems.empty()) problems.raise(dir, 0);
     return ck;
+}
+
+void check_vision_tensors(const Checkpoint& ck) {
+    Problems problems;
+    size_t missing = 0;
+    const TensorDirectory& td = ck.directory;
+    for (const TensorSpec& spec : vision_tensors(ck.config)) {
+        const TensorInfo* t = td.find(spec.name);
+        if (!t) {
+            ++missing;
+            problems.add("missing vision tensor " + spec.name + " (expected " + dtype_name(spec.dtype) + " " +
+                         shape_string(spec.shape) + ")");
+        } else if (t->dtype != spec.dtype || t->shape != spec.shape) {
+            problems.add(td.shards()[size_t(t->shard)].path.filename().string() + ": vision tensor " + spec.name +
+                         " is " + dtype_name(t->dtype) + " " + shape_string(t->shape) + ", expected " +
+                         dtype_name(spec.dtype) + " " + shape_string(spec.shape));
+        }
+    }
+    if (!problems.empty()) {
+        problems.add("(--no-vision serves the text model without reading the vision tensors)");
+        problems.raise(ck.dir, missing);
+    }
 }
 
 int64_t Checkpoint::offset_in_layer(const std::string& name, int il) const {

@@ -44,4 +44,9 @@ struct Checkpoint {
 // with one message listing every problem found (file, tensor, expected vs actual).
 Checkpoint open_checkpoint(const std::filesystem::path& dir);
 
+// Checks the vision tensors (vision_tensors(): names, dtypes, shapes) against the directory;
+// throws k3::Error(Checkpoint) naming each missing or misshapen one (and `--no-vision`, which
+// serves the text model without them). No-op for a text-only config.
+void check_vision_tensors(const Checkpoint& ck);
+
 }  // namespace k3

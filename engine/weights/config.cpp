@@ -523,6 +523,10 @@ ModelConfig parse_config(const std::string& json_text, const std::string& origin
     if (!c.latent_moe_use_norm)
         check.refuse(r.path_of("latent_moe_use_norm") + " is false; k3serve implements the normed latent MoE only");
 
+    std::vector<std::string> vision_problems;
+    c.vision = parse_vision_config(root, c.hidden_size, c.vocab_size, vision_problems);
+    for (auto& p : vision_problems) check.refuse(p);
+
     derive_layer_kinds(c, check);
     check.throw_if_any();
     return c;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "weights/vision_config.h"
+
 namespace k3 {
 
 enum class LayerKind { Kda, Mla };
@@ -53,6 +55,9 @@ struct ModelConfig {
     bool latent_moe_use_norm = true;
     float activation_situ_beta = 0;          // flat alias situ_beta
     float activation_situ_linear_beta = 0;   // flat alias situ_linear_beta
+
+    // ---- the image side (vision_config; present = false for a text-only checkpoint) ----
+    VisionConfig vision;
 
     // ---- derived at load ----
     std::vector<LayerKind> layer_kind;       // zero-based, size num_hidden_layers

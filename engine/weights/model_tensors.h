@@ -23,6 +23,7 @@ enum class TensorRole {
     LayerTrunk,    // any non-expert tensor of layers.L (norms, attention, router, latent, shared, dense)
     ExpertPacked,  // experts.E.w{1,2,3}.weight_packed (U8, two E2M1 nibbles per byte)
     ExpertScale,   // experts.E.w{1,2,3}.weight_scale  (U8, E8M0, one per 32 inputs)
+    Vision,        // vision_tower.* and mm_projector.* (vision_tensors(); not in model_tensors())
 };
 
 struct TensorSpec {
@@ -50,6 +51,14 @@ std::vector<TensorSpec> model_tensors(const ModelConfig& cfg);
 // (w1 packed, w1 scale, w2 packed, w2 scale, w3 packed, w3 scale).
 std::vector<TensorSpec> layer_trunk_tensors(const ModelConfig& cfg, int il);
 std::vector<TensorSpec> expert_tensors(const ModelConfig& cfg, int il, int ie);
+
+// The image side's 12 kinds of tensor (spec moonvit.md 3.1), in the release's storage order:
+// projector first, then the tower (patch embedding, blocks, final norm). Empty without a
+// vision_config. Kept apart from model_tensors() so the language model's stores, plans and
+// packs never see them and `--no-vision` need not read them.
+std::vector<TensorSpec> vision_tensors(const ModelConfig& cfg);
+inline const std::string kVisionTowerPrefix = "vision_tower.";
+inline const std::string kProjectorPrefix = "mm_projector.";
 
 // "[3072, 1792]": a shape as messages print it.
 std::string shape_string(const std::vector<int64_t>& shape);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/daemon.h"
 #include "kernels/kernels.h"
 #include "model/golden_tolerance.h"
 #include "model/model_test_util.h"
@@ -103,4 +104,51 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
     if (k3::neon_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels neon").code == 2);
     if (k3::avx2_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels avx2").code == 2);
     CHECK(run(model + " --ids 1," + std::to_string(V) + " --gen 1").code == 1);  // id outside the vocabulary
+}
+
+TEST_CASE("k3serve run: a damaged vision tower is refused by name; --no-vision serves the text without it") {
+    const std::string model = cached_model("tiny", 7);
+    const std::filesystem::path dir = scratch_dir("run_no_vision");
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(model, dir);
+    // config.json now asks for a third tower block the shards do not hold.
+    nlohmann::json config;
+    {
+        std::ifstream in(dir / "config.json");
+        config = nlohmann::json::parse(in);
+    }
+    config["vision_config"]["vt_num_hidden_layers"] = 3;
+    std::ofstream(dir / "config.json") << config.dump(2);
+
+    const std::string cmd = env_or("K3SERVE_BIN", "k3serve") + " run " + dir.string() + " --ids 1,2 --gen 1 2>&1";
+    const Result refused = [&] {
+        FILE* p = popen(cmd.c_str(), "r");
+        REQUIRE(p);
+        std::string out;
+        char buf[4096];
+        while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+        const int status = pclose(p);
+        return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    }();
+    CHECK(refused.code == 2);
+    CHECK_MESSAGE(refused.out.find("missing vision tensor vision_tower.encoder.blocks.2.norm0.weight") != std::string::npos,
+                  refused.out);
+    CHECK(refused.out.find("--no-vision") != std::string::npos);
+
+    const Result text_only = run(dir.string() + " --ids 1,2 --gen 1 --no-vision");
+    CHECK(text_only.code == 0);
+    CHECK(text_only.out.find("vision tower") == std::string::npos);
+    // The sound model holds its tower, and the memory plan counts it.
+    const Result with_tower = run(model + " --ids 1,2 --gen 1");
+    CHECK(with_tower.code == 0);
+    CHECK_MESSAGE(with_tower.out.find("with the vision tower's") != std::string::npos, with_tower.out);
+
+    // The daemon the same way: refused at load (exit 2, naming the tensor).
+    {
+        DaemonProcess refused_daemon({dir.string(), "--port", "0", "--threads", "1"}, /*wait_ready=*/false);
+        CHECK(refused_daemon.wait_exit() == 2);
+        CHECK_MESSAGE(refused_daemon.log().find("missing vision tensor vision_tower.encoder.blocks.2.norm0.weight") !=
+                          std::string::npos,
+                      refused_daemon.log());
+    }
 }

@@ -110,7 +110,9 @@ TEST_CASE("inspect on the real Kimi K3 config prints the spec's figures") {
                        "trunk, one MLA + MoE layer (x24, 22 tensors)", "844.34 MB",
                        "trunk, all 93 layers", "108.81 GB", "17,547,264 B", "1.45 TB",
                        "136.99 GB touched", "= 25.83 GB", "6.73 MB", "2.37 MB expanded",
-                       "streaming floor (nothing pinned)", "trunk resident, experts streamed"});
+                       "streaming floor (nothing pinned)", "trunk resident, experts streamed",
+                       // spec moonvit.md 2.1: 401,214,464 + 46,144,512 bf16 parameters
+                       "vision tower + projector (168 tensors, 27 blocks)", "894.72 MB"});
 }
 
 TEST_CASE("inspect on a checkpoint directory validates it first") {
@@ -172,6 +174,9 @@ TEST_CASE("verify passes make-model's tiny and tiny-wide checkpoints") {
                            "each six MXFP4 tensors back to back", "OK: the checkpoint is sound"});
         // tiny-wide is the three-shard shape with two dense layers.
         if (preset == "tiny-wide") check_contains(r, {"3 files", "8 MoE layers"});
+        // Every preset writes a vision tower (18 tensors for 2 blocks, 24 for 3).
+        check_contains(r, {preset == "tiny" ? "vision:   18 tensors (tower 2 blocks of width 64, projector to 128)"
+                                            : "vision:   24 tensors (tower 3 blocks of width 96, projector to 160)"});
     }
 }
 

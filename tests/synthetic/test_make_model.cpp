@@ -238,7 +238,10 @@ TEST_CASE("tiny: shards, headers and index read back as the tensor list") {
     const auto shards = read_shards(dir);
     REQUIRE(shards.size() == 2);
     const auto where = locate_all(shards);
-    const auto expected = model_tensors(c);
+    // The language model's tensors, then the vision tower's (docs/model.md "Image input").
+    auto expected = model_tensors(c);
+    for (const auto& t : vision_tensors(c)) expected.push_back(t);
+    CHECK(vision_tensors(c).size() == 18);
     CHECK(where.size() == expected.size());
 
     for (const auto& s : shards) {

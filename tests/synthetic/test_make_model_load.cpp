@@ -65,7 +65,26 @@ TEST_CASE("every small preset loads through open_checkpoint to its exact shape")
         CHECK(got.pad_token_id == want.pad_token_id);
 
         CHECK(int(ck.directory.shards().size()) == p->default_shards);
-        CHECK(ck.directory.tensors().size() == model_tensors(want).size());
+        // Exactly the language model's tensors and the vision tower's, nothing else.
+        REQUIRE(want.vision.present);
+        CHECK(ck.directory.tensors().size() == model_tensors(want).size() + vision_tensors(want).size());
+        for (const auto& t : vision_tensors(want)) {
+            const TensorInfo* info = ck.directory.find(t.name);
+            REQUIRE_MESSAGE(info != nullptr, t.name);
+            CHECK(info->shape == t.shape);
+            CHECK(info->dtype == t.dtype);
+        }
+        CHECK_NOTHROW(check_vision_tensors(ck));
+        // The vision_config written is the one read back.
+        CHECK(got.vision.present);
+        CHECK(got.vision.hidden == want.vision.hidden);
+        CHECK(got.vision.layers == want.vision.layers);
+        CHECK(got.vision.heads == want.vision.heads);
+        CHECK(got.vision.qkv_hidden == want.vision.qkv_hidden);
+        CHECK(got.vision.intermediate == want.vision.intermediate);
+        CHECK(got.vision.pos_emb_height == want.vision.pos_emb_height);
+        CHECK(got.vision.text_hidden == want.hidden_size);
+        CHECK(got.vision.media_placeholder_token_id == want.vocab_size - 256 + 21);
         // The byte runs match the plan the writer used.
         const auto plan = plan_shards(want, p->default_shards);
         REQUIRE(int(ck.layer_runs.size()) == want.num_hidden_layers);

@@ -15,6 +15,7 @@ int pack_trunk_main(int argc, char** argv);   // pack-trunk MODEL_DIR OUT_DIR
 int diskbench_main(int argc, char** argv);
 int doctor_main(int argc, char** argv);       // doctor [MODEL_DIR | CONFIG.json] [--json]
 int download_main(int argc, char** argv);     // download REPO DEST [--revision R]    // diskbench PATH
+int embed_image_main(int argc, char** argv);  // embed-image MODEL_DIR IMAGE --out ROWS.f32
 int plan_main(int argc, char** argv);         // plan [MODEL_DIR | CONFIG.json] [--memory-gb N,...]
 
 }  // namespace k3::cli

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "k3/image.h"
 #include "k3/options.h"
 #include "k3/status.h"
 
@@ -29,6 +30,8 @@ struct ModelInfo {
     int bos_token_id = -1, eos_token_id = -1;
     int64_t kv_bytes_per_position = 0;
     std::string fingerprint;       // identifies model + weights; state is only reused under the same one
+    bool vision = false;           // the vision tower is loaded: encode_image() works
+    int n_embd = 0;                // the language model's hidden size (the width of an image row)
 };
 
 // Cumulative counters (monotonic since load), for the run report and /metrics.
@@ -161,6 +164,10 @@ public:
     virtual uint64_t progress() const { return 0; }
     // How far the weights are read (WeightsLoad); safe to call from any thread.
     virtual WeightsLoad weights_load() const { return {}; }
+    // The rows [N][n_embd] that one prepared image (k3/image.h) puts into the language model's
+    // input: the vision tower, the 2x2 merge and the projector on the engine's threads
+    // (docs/model.md "Image input"). Throws k3::Error(Usage) when info().vision is false.
+    virtual std::vector<float> encode_image(const PreparedImage& image);
 };
 
 }  // namespace k3

@@ -30,6 +30,12 @@ struct EngineOptions {
     MemoryOptions memory;
     int threads = 0;           // 0 = physical_cores()
     std::string kernels;       // "" = best for this CPU; "scalar", "avx2", "avx512", "neon" to force
+    bool vision = true;        // read, check and hold the vision tower and projector when the
+                               // checkpoint has them (false: `--no-vision`, text only, the vision
+                               // tensors are neither checked nor read)
+    // The tower's RMSNorm epsilon: nn.RMSNorm without eps, which PyTorch >= 2.7 resolves to
+    // 2^-23 and 2.4-2.6 to bf16's 2^-7 = 0.0078125 (docs/model.md "Image input").
+    double vision_norm_eps = 1.1920928955078125e-7;
 };
 
 // The default compute thread count: the number of physical cores (SMT siblings share the memory
