@@ -41,7 +41,6 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
     f.experts_per_token = m.config.num_experts_per_token;
     f.resident_bytes = m.resident - m.embed;
-    for (const auto& t : vision_tensors(m.config)) f.vision_bytes += t.nbytes();
     f.activation_bytes_per_token = activation_bytes_per_token(m.config);
     f.default_chunk_tokens = chunk_tokens_for(m.config);
     return f;
