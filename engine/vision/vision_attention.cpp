@@ -9,9 +9,9 @@ namespace k3 {
 
 namespace {
 
-// Queries per work item: enough that a block reuses the head's keys from cache, few enough that
-// a 2-thread machine still gets many items per head.
-constexpr int64_t kQueryBlock = 32;
+// Queries per work item (the MLA's tile bound): a tile shares each key block while it is in
+// cache, and a 2-thread machine still gets many items per head.
+constexpr int64_t kQueryTile = 16;
 
 // (v[2k], v[2k+1]) as a complex number times (cos + i sin), for the dh/2 pairs of one head.
 void rotate(float* v, const float* c, const float* s, int pairs) {
@@ -45,17 +45,33 @@ void vision_attention(const Compute& cp, float* qkv, int64_t L, int heads, int d
                 vals[(size_t(h) * L + t) * dh + j] = qkv[t * row + 2 * A + h * dh + j];
             }
     });
-    const int64_t blocks = (L + kQueryBlock - 1) / kQueryBlock;
-    std::vector<std::vector<float>> scratch(size_t(cp.nth), std::vector<float>(size_t(L)));
+    // Tiles of kQueryTile consecutive queries of one head fold each 64-key block while it is in
+    // cache (kernels.h, attend_block); every query sees all L keys (bidirectional), in the same
+    // block order in any tile, so the bits do not depend on the tiling or the thread count.
+    const int64_t tiles = (L + kQueryTile - 1) / kQueryTile;
     const float scale = 1.0f / std::sqrt(float(dh));
-    cp.parallel_for(int64_t(heads) * blocks, [&](int64_t item, int thread) {
-        const int h = int(item / blocks);
-        const int64_t t0 = (item % blocks) * kQueryBlock, t1 = std::min(L, t0 + kQueryBlock);
+    cp.parallel_for(int64_t(heads) * tiles, [&](int64_t item, int) {
+        const int h = int(item / tiles);
+        const int64_t t0 = (item % tiles) * kQueryTile;
+        const int nq = int(std::min(L - t0, kQueryTile));
         const float* K = &keys[size_t(h) * L * dh];
         const float* V = &vals[size_t(h) * L * dh];
-        for (int64_t t = t0; t < t1; ++t)
-            cp.k.attend_head(qkv + t * row + h * dh, K, dh, V, dh, L, dh, dh, scale, out + t * A + h * dh,
-                             scratch[size_t(thread)].data());
+        int32_t n_valid[kQueryTile];
+        float m_run[kQueryTile], l_run[kQueryTile], scores[kQueryTile * kAttendBlock];
+        for (int i = 0; i < nq; ++i) {
+            m_run[i] = -INFINITY;
+            l_run[i] = 0.0f;
+        }
+        float* acc = out + t0 * A + h * dh;
+        for (int i = 0; i < nq; ++i) std::fill_n(acc + i * A, dh, 0.0f);
+        for (int64_t b0 = 0; b0 < L; b0 += kAttendBlock) {
+            const int32_t n = int32_t(std::min<int64_t>(kAttendBlock, L - b0));
+            std::fill_n(n_valid, nq, n);
+            cp.k.attend_block(qkv + t0 * row + h * dh, row, nq, n_valid, K + b0 * dh, dh, V + b0 * dh, dh, dh, dh,
+                              scale, m_run, l_run, acc, A, scores);
+        }
+        for (int i = 0; i < nq; ++i)
+            for (int j = 0; j < dh; ++j) acc[i * A + j] = acc[i * A + j] / l_run[i];
     });
 }
 

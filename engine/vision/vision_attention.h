@@ -1,8 +1,8 @@
 // The tower's self-attention over one image's patches (../shared/spec/moonvit.md 5.4 steps 2-4):
 // RoPE on q and k, then softmax(q k^T / sqrt(dh)) v per head, bidirectional over all L patches.
 // Blocked so a 1920x1080 image (10,764 patches) never holds an L x L score matrix: work items
-// are (head, block of queries); each query's scores live in one L-float row of its thread's
-// scratch (the language model's attend_head kernel), keys and values of a head are copied
+// are (head, tile of up to 16 queries), folding the head's keys 64 at a time into an online
+// softmax (the language model's attend_block kernel); keys and values of a head are copied
 // contiguous once so every block streams them.
 #pragma once
 #include <cstdint>

@@ -346,7 +346,10 @@ TEST_CASE("shard plans split by whole layers and refuse impossible shard counts"
         const auto plan = plan_shards(c, n);
         REQUIRE(int(plan.size()) == n);
         for (const auto& s : plan) CHECK(!s.tensors.empty());
-        CHECK(plan.back().tensors.back().spec.name == kLmHeadName);
+        // The last shard holds the head, then the vision tower (docs/model.md "Image input").
+        const auto& last = plan.back().tensors;
+        CHECK(std::any_of(last.begin(), last.end(), [](const auto& t) { return t.spec.name == kLmHeadName; }));
+        CHECK(last.back().spec.name == vision_tensors(c).back().name);
     }
     CHECK_THROWS_AS(plan_shards(c, 0), Error);
     CHECK_THROWS_AS(plan_shards(c, 15), Error);  // 13 layers + model-level = 14 units
