@@ -191,6 +191,7 @@ ModelConfig agent() {
     c.routed_expert_hidden_size = 32;
     c.moe_intermediate_size = 32;
     finish(c);
+    c.vision = preset_vision(c, 64, 2, 2, 32, 8);
     return c;
 }
 
