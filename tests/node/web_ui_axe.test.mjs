@@ -6,7 +6,8 @@
 // counts of every impact are printed (and written to $K3_TEST_ARTIFACTS/ui/axe.json).
 // One page goes through the states in turn, and each state is checked in every theme and width
 // it exists in by switching the page's colour scheme and viewport, without reloading (the theme
-// follows the system setting; the layout is CSS). One daemon serves everything but the streaming
+// follows the system setting; the layout is CSS): all rules in the light theme, those whose
+// outcome depends on colour in the dark one, where nothing else differs. One daemon serves everything but the streaming
 // answer: it starts in its loading phase with an API key the page does not have yet (loading,
 // then read-only), and answers at once; a second one writes slowly, for streaming and stopped.
 // With K3_UI_SCREENSHOTS=1 every checked state is also saved as a screenshot.
@@ -47,13 +48,13 @@ after(async () => {
   writeFileSync(path.join(artifacts, 'axe.json'), JSON.stringify(counts, null, 1));
   const total = { minor: 0, moderate: 0, serious: 0, critical: 0 };
   for (const c of Object.values(counts)) for (const k of Object.keys(total)) total[k] += c[k];
-  console.log('axe: ' + Object.keys(counts).length + ' states checked; violations by impact ' + JSON.stringify(total));
+  console.log('axe: ' + Object.keys(counts).length + ' states checked (the dark ones for colour); violations by impact ' + JSON.stringify(total));
   await browser?.close();
   await Promise.all([daemon?.stop(), slow?.stop()]);
 });
 
-async function axe(label) {
-  const { counts: c, serious } = await axeCheck(page);
+async function axe(label, colours) {
+  const { counts: c, serious } = await axeCheck(page, { colours });
   for (const v of serious) bad.push(label + ': ' + v);
   counts[label] = c;
   if (process.env.K3_UI_SCREENSHOTS) await screenshot(page, 'axe-' + label.replace(/[^a-z0-9]+/gi, '-'));
@@ -64,14 +65,15 @@ async function setWidth(w) {
   if (w !== width) await page.setViewportSize(WIDTHS[w]);
   width = w;
 }
-// The state on screen, checked in both themes at each of the widths given.
+// The state on screen, checked at each of the widths given: every rule in the light theme, the
+// rules that depend on colour (COLOUR_RULES) again in the dark one (the DOM is the same).
 async function check(state, widths = ['desktop', 'phone']) {
   for (const w of widths) {
     await setWidth(w);
     if (w === 'phone') await headerInOneRow(state);
     for (const theme of THEMES) {
       await page.emulateMedia({ colorScheme: theme });
-      await axe(`${state}/${theme}/${w}`);
+      await axe(`${state}/${theme}/${w}`, theme !== THEMES[0]);
     }
   }
 }
