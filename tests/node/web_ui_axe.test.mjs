@@ -160,6 +160,15 @@ test('axe: the settings and shortcuts dialogs, completion and tokenizer with out
   await setWidth('desktop');
   await page.click('#open-settings');
   await check('settings');
+  // (at phone width now) every field fits in the dialog and has room: none is cut off at its
+  // right edge or squeezed by its label
+  const cut = await page.evaluate(() => {
+    const d = document.querySelector('#settings').getBoundingClientRect();
+    return [...document.querySelectorAll('#settings input, #settings select, #settings textarea')]
+      .filter((e) => e.offsetParent && !e.closest('fieldset.display'))
+      .filter((e) => e.getBoundingClientRect().right > d.right || e.getBoundingClientRect().width < d.width / 2).map((e) => e.id);
+  });
+  assert.deepEqual(cut, [], 'settings fields cut off or squeezed on a phone');
   await page.keyboard.press('Escape');
   await setWidth('desktop');
   await page.click('#open-shortcuts');
