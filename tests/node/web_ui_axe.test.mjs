@@ -203,6 +203,13 @@ test('axe: an answer streaming, then stopped', async () => {
   await page.click('#stop');
   await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].pop()?.dataset.state === 'stopped');
   await check('stopped');
+  // (at phone width now) the answer's buttons (Copy, Edit, Continue, Regenerate, Delete) stay inside it
+  const outside = await page.evaluate(() => {
+    const last = [...document.querySelectorAll('.msg.assistant')].pop();
+    const box = last.getBoundingClientRect();
+    return [...last.querySelectorAll('.actions button')].filter((b) => b.getBoundingClientRect().right > box.right).map((b) => b.textContent);
+  });
+  assert.deepEqual(outside, [], 'buttons past the answer\'s edge on a phone');
   // (the read-only state's 401s and the failed answer's 400 are the browser's own console lines)
   assert.deepEqual(page.problems.filter((p) => !/Failed to load resource: the server responded with a status of 40[01]/.test(p)), []);
 });
