@@ -337,7 +337,9 @@ void print_json(const Report& r) {
     for (const auto& p : r.plans)
         plans.push_back({{"preset", p.preset}, {"memory_bytes", p.need}, {"disk_bytes_per_token", p.disk_bytes_per_token},
                          {"memory_bytes_per_token", p.memory_bytes_per_token}, {"seconds_per_token", p.seconds_per_token},
-                         {"prefill_chunk", p.prefill_chunk}, {"prefill_tokens_per_s", p.prefill_tokens_per_s}});
+                         {"prefill_chunk", p.prefill_chunk}, {"prefill_tokens_per_s", p.prefill_tokens_per_s},
+                         {"prefill_chunk_read_s", p.chunk_read_seconds}, {"prefill_chunk_compute_s", p.chunk_compute_seconds},
+                         {"prefill_bound", p.chunk_bound}});
     j["plans"] = plans;
     nlohmann::json why = nlohmann::json::array();
     for (const auto& [name, reason] : r.refused) why.push_back({{"preset", name}, {"reason", reason}});
@@ -368,10 +370,12 @@ void print_text(const Report& r) {
     std::printf("\nmodel %s: %s in all (trunk %s, expert pool %s)\n", r.model.name.c_str(), gb(r.model.total()).c_str(),
                 gb(r.model.trunk()).c_str(), gb(r.model.pool).c_str());
     if (!r.plans.empty()) {
-        std::printf("  %-12s %12s %16s %14s %16s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s");
+        std::printf("  %-12s %12s %16s %14s %16s  %s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s",
+                    "prefill bound");
         for (const auto& p : r.plans)
-            std::printf("  %-12s %12s %16s %14.3f %16.2f\n", p.preset.c_str(), gb(p.need).c_str(),
-                        gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s);
+            std::printf("  %-12s %12s %16s %14.3f %16.2f  %s\n", p.preset.c_str(), gb(p.need).c_str(),
+                        gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s,
+                        p.chunk_bound.c_str());
         std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
                     "  bandwidths above, not measurements of the model)\n",
                     r.plans.front().preset.c_str());

@@ -80,10 +80,11 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
     if (p.waiting_layers > 0)
         std::printf("; %d layer reads not overlapped with compute: +%.3f s", p.waiting_layers, p.wait_seconds);
     std::printf(")\n");
-    std::printf("  prefill: a %d-token chunk reads %.3f GB (trunk %.3f, experts %.3f), computes %.3f s; expected "
-                "%.1f tokens/s\n",
+    std::printf("  prefill: a %d-token chunk reads %.3f GB (trunk %.3f, experts %.3f) in %.3f s while it computes "
+                "%.3f s, %.3f s not overlapped: bounded by %s, expected %.1f tokens/s\n",
                 p.prefill_chunk, gb(double(p.trunk_disk_bytes + p.chunk_expert_disk_bytes)), gb(double(p.trunk_disk_bytes)),
-                gb(double(p.chunk_expert_disk_bytes)), p.chunk_compute_seconds, p.prefill_tokens_per_s);
+                gb(double(p.chunk_expert_disk_bytes)), p.chunk_read_seconds, p.chunk_compute_seconds,
+                p.chunk_exposed_seconds, p.chunk_bound.c_str(), p.prefill_tokens_per_s);
 }
 
 }  // namespace

@@ -130,9 +130,19 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double params_per_token = double(m.trunk()) / 2 + experts_per_token * expert * 8 / 4.25;
     const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
     p.chunk_compute_seconds = b.gflops > 0 ? std::max(2 * params_per_token * T / (b.gflops * 1e9), sweep_s) : sweep_s;
-    const double chunk_s = overlapped_seconds(p.trunk_seconds, p.chunk_compute_seconds, exposed_read, exposed_share) +
-                           double(p.chunk_expert_disk_bytes) / (b.expert_gbps * 1e9);
-    p.prefill_tokens_per_s = T / chunk_s;
+    // The prefill pipeline (model/moe.cpp) reads the next batch of experts while one computes,
+    // and the next layer's first batch during a layer's last, beside the ring's trunk reads: one
+    // disk serves both, so the chunk costs the larger of all its reads and its compute, plus what
+    // cannot overlap: the chunk's first batch of experts (nothing computes before it) and the
+    // ring's reads that wait for the layer before them.
+    const double expert_read_s = double(p.chunk_expert_disk_bytes) / (b.expert_gbps * 1e9);
+    p.chunk_read_seconds = p.trunk_seconds + expert_read_s;
+    const double first_batch_s =
+        std::min(expert_read_s, K * expert * (1 - p.expert_hit) / (b.expert_gbps * 1e9));
+    p.chunk_exposed_seconds = first_batch_s + exposed_read + p.chunk_compute_seconds * exposed_share;
+    p.chunk_seconds = std::max(p.chunk_read_seconds, p.chunk_compute_seconds) + p.chunk_exposed_seconds;
+    p.chunk_bound = p.chunk_read_seconds > p.chunk_compute_seconds ? "disk reads" : "compute";
+    p.prefill_tokens_per_s = T / p.chunk_seconds;
     return p;
 }
 

@@ -59,6 +59,10 @@ struct Projection {
     int prefill_chunk = 0;                    // tokens per prefill chunk
     int64_t chunk_expert_disk_bytes = 0;      // per chunk: the union of its tokens' experts, missed
     double chunk_compute_seconds = 0;
+    double chunk_read_seconds = 0;            // trunk and expert reads of a chunk, overlapped with its compute
+    double chunk_exposed_seconds = 0;         // what cannot overlap: the first batch of experts, ring stalls
+    double chunk_seconds = 0;                 // max(reads, compute) + exposed
+    std::string chunk_bound;                  // "disk reads" or "compute": the larger of the two
     double prefill_tokens_per_s = 0;
 };
 

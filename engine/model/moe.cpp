@@ -142,6 +142,21 @@ void score_lookahead(Model& m, int il) {
     a.ahead_layer = -1;
 }
 
+// A prefill chunk whose union covers most of this layer's pool will most likely ask the next
+// layer for its lowest experts first (batches go in expert order, which is file order): their
+// reads go while this layer's last batch computes, without waiting for the next router. At
+// most one batch, so a wrong guess costs one batch of reads.
+void prefetch_next_layer(Model& m, int il, int T, int n_union) {
+    const ModelConfig& c = m.cfg;
+    const int next = il + 1;
+    if (T <= kLookaheadRows || next >= c.num_hidden_layers || c.is_dense(next)) return;
+    if (4 * int64_t(n_union) < 3 * int64_t(c.num_experts)) return;
+    const int n = std::min(c.num_experts, std::max(1, m.store.max_experts_per_acquire()));
+    Activations& a = m.act;
+    for (int e = 0; e < n; ++e) a.ahead_union[size_t(e)] = e;
+    m.store.prefetch_experts(next, std::span<const int32_t>(a.ahead_union.data(), size_t(n)));
+}
+
 }  // namespace
 
 Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T) {
@@ -185,15 +200,26 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
             std::copy_n(&a.lat[t * L], L, &a.ex_in[slot * L]);
         }
 
-    // routed experts, acquired once per chunk in batches the store can hold
+    // routed experts, acquired once per chunk in batches the store can hold, pipelined: while a
+    // batch computes, the next batch's reads are in flight (double-buffered within the cache's
+    // budget: a prefetch takes only free or unused slots, never a held one), and while the last
+    // batch of a prefill chunk computes, the next layer's first experts are read
+    // (prefetch_next_layer). Only reads are scheduled, so the bits are those of reading each
+    // batch when it is asked for.
     const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
     for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
         const int nb = std::min(per_acquire, n_union - b0);
         Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
                                             a.expert_runs.data());
         if (!st.ok()) return st;
-        // This layer's reads are all done; the next layer's go now.
-        if (b0 + nb == n_union) look_ahead(m, il, x, T);
+        if (b0 + nb < n_union) {
+            const int next_nb = std::min(per_acquire, n_union - b0 - nb);
+            m.store.prefetch_experts(il, std::span<const int32_t>(&a.union_ids[b0 + nb], size_t(next_nb)));
+        } else {
+            // This layer's reads are all done; the next layer's go now.
+            look_ahead(m, il, x, T);
+            prefetch_next_layer(m, il, T, n_union);
+        }
         run_experts(m, il, b0, nb);
         m.store.release_experts(il);
     }
