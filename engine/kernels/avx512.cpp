@@ -343,6 +343,72 @@ void kda_step_avx512(float* S, const float* qs, const float* k, const float* v, 
 
 // ---- attention over cached positions ----
 
+// reduce_lanes of 16 registers at once, the same tree step by step, each step adding pairs of
+// half-registers gathered from two registers (so 15 adds in place of 60): out[a][b] = the sum
+// of acc[a][b]. Addition is commutative, so the bits are reduce_lanes' bits.
+inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_stride) {
+    __m512 s8[8], s4[4], s2[2];
+    for (int k = 0; k < 8; ++k) {  // [k] + [k+8]: dot 2k in elements 0-7, dot 2k+1 in 8-15
+        const __m512 x = acc[(2 * k) / 4][(2 * k) % 4], y = acc[(2 * k + 1) / 4][(2 * k + 1) % 4];
+        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int k = 0; k < 4; ++k)  // [k] + [k+4]: 128-bit lane L holds dot 4k + L
+        s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int k = 0; k < 2; ++k)  // [k] + [k+2]: lane L holds dots 8k + L (elements 0-1), 8k + 4 + L (2-3)
+        s2[k] = _mm512_add_ps(_mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // [0] + [1]: element 4L + e holds dot 4e + L, i.e. acc[e][L]; permuted to [a][b] order
+    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 rows = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
+    for (int a = 0; a < 4; ++a) _mm_storeu_ps(out + a * out_stride, _mm512_extractf32x4_ps(rows, a));
+}
+
+// softmax_exp (kernel_sets.h) of 16 lanes, the same operations as the scalar definition.
+inline __m512 softmax_exp16(__m512 x) {
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kSoftmaxExpMin)), _mm512_set1_ps(kSoftmaxExpMax));
+    const __m512 shift = _mm512_set1_ps(kRoundShift);
+    const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), shift), shift);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kExpPoly[7]);
+    for (int k = 6; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, _mm512_set1_ps(kSoftmaxExpMin), _CMP_LT_OQ), _mm512_setzero_ps());
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, _mm512_set1_ps(kSoftmaxExpMax), _CMP_GT_OQ),
+                           _mm512_set1_ps(INFINITY));
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// fold_block_softmax (kernel_sets.h) 16 scores at a time: the max does not depend on the order,
+// the exponentials are softmax_exp's bits, and one register is the sum's 16 lanes.
+float fold_block_softmax16(float* scores, int64_t n, float scale, float* m, float* l) {
+    __m512 v[kAttendBlock / 16];
+    __m512 vmax = _mm512_set1_ps(*m);
+    const int nb = int((n + 15) / 16);
+    for (int b = 0; b < nb; ++b) {
+        const __mmask16 mk = tail_mask(std::min<int64_t>(16, n - 16 * b));
+        v[b] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, scores + 16 * b), _mm512_set1_ps(scale));
+        vmax = _mm512_mask_max_ps(vmax, mk, vmax, v[b]);
+    }
+    const float max_score = _mm512_reduce_max_ps(vmax);
+    const float c = softmax_exp(*m - max_score);
+    const __m512 mv = _mm512_set1_ps(max_score);
+    __m512 lanes = _mm512_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        const __mmask16 mk = tail_mask(std::min<int64_t>(16, n - 16 * b));
+        const __m512 e = softmax_exp16(_mm512_sub_ps(v[b], mv));
+        _mm512_mask_storeu_ps(scores + 16 * b, mk, e);
+        lanes = _mm512_mask_add_ps(lanes, mk, lanes, e);
+    }
+    *m = max_score;
+    *l = *l * c + reduce_lanes(lanes);
+    return c;
+}
+
 // Scores of NQ queries against NK keys at once (each dot is one 16-lane register, the
 // reference's lanes): every load of a query or key chunk feeds NK or NQ multiply-adds.
 template <int NQ, int NK>
@@ -369,8 +435,12 @@ void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stri
                 acc[a][b] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, Q + a * q_stride + full), k, acc[a][b], m);
         }
     }
-    for (int a = 0; a < NQ; ++a)
-        for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
+    if constexpr (NQ == 4 && NK == 4) {
+        reduce_lanes_4x4(acc, out, out_stride);
+    } else {
+        for (int a = 0; a < NQ; ++a)
+            for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
+    }
 }
 
 // Scores of queries [i0, i0 + NQ) over the first n keys of the block (n is the largest of their
@@ -383,6 +453,65 @@ void score_queries(const float* Q, int64_t q_stride, const float* keys, int64_t 
     for (; s < n; ++s) dot_tile<NQ, 1>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
 }
 
+// Queries whose softmax factors are kept at once in attend_block (its tiles are at most 16).
+constexpr int kMaxFoldedQueries = 16;
+
+// out[j] = out[j] * c, then one fma chain over the block's positions of p_s * vals[s][j]
+// (kernels.h); 16 columns per register, four registers at a time.
+void add_values(const float* p, int64_t n, const float* vals, int64_t val_stride, int dv, float c, float* out) {
+    const __m512 cv = _mm512_set1_ps(c);
+    int j = 0;
+    for (; j + 64 <= dv; j += 64) {
+        __m512 a[4];
+        for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(_mm512_loadu_ps(out + j + 16 * r), cv);
+        for (int64_t s = 0; s < n; ++s) {
+            const __m512 ps = _mm512_set1_ps(p[s]);
+            const float* val = vals + s * val_stride + j;
+            for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 16 * r), a[r]);
+        }
+        for (int r = 0; r < 4; ++r) _mm512_storeu_ps(out + j + 16 * r, a[r]);
+    }
+    for (; j < dv; j += 16) {
+        const __mmask16 mk = tail_mask(std::min(16, dv - j));
+        __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, out + j), cv);
+        for (int64_t s = 0; s < n; ++s)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(p[s]), _mm512_maskz_loadu_ps(mk, vals + s * val_stride + j), a);
+        _mm512_mask_storeu_ps(out + j, mk, a);
+    }
+}
+
+// add_values for two queries over the same n positions, their chains interleaved (each chain's
+// operations, and so its bits, are add_values').
+void add_values_pair(const float* p0, const float* p1, int64_t n, const float* vals, int64_t val_stride, int dv,
+                     float c0, float c1, float* out0, float* out1) {
+    const __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
+    int j = 0;
+    for (; j + 64 <= dv; j += 64) {
+        __m512 a[4], b[4];
+        for (int r = 0; r < 4; ++r) {
+            a[r] = _mm512_mul_ps(_mm512_loadu_ps(out0 + j + 16 * r), cv0);
+            b[r] = _mm512_mul_ps(_mm512_loadu_ps(out1 + j + 16 * r), cv1);
+        }
+        for (int64_t s = 0; s < n; ++s) {
+            const __m512 ps0 = _mm512_set1_ps(p0[s]), ps1 = _mm512_set1_ps(p1[s]);
+            const float* val = vals + s * val_stride + j;
+            for (int r = 0; r < 4; ++r) {
+                const __m512 v = _mm512_loadu_ps(val + 16 * r);
+                a[r] = _mm512_fmadd_ps(ps0, v, a[r]);
+                b[r] = _mm512_fmadd_ps(ps1, v, b[r]);
+            }
+        }
+        for (int r = 0; r < 4; ++r) {
+            _mm512_storeu_ps(out0 + j + 16 * r, a[r]);
+            _mm512_storeu_ps(out1 + j + 16 * r, b[r]);
+        }
+    }
+    if (j < dv) {
+        add_values(p0, n, vals + j, val_stride, dv - j, c0, out0 + j);
+        add_values(p1, n, vals + j, val_stride, dv - j, c1, out1 + j);
+    }
+}
+
 void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
                          int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
                          float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
@@ -393,37 +522,24 @@ void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t
                          scratch + int64_t(i) * kAttendBlock);
     for (; i < nq; ++i)
         score_queries<1>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk, scratch + int64_t(i) * kAttendBlock);
-    for (i = 0; i < nq; ++i) {
-        const float* p = scratch + int64_t(i) * kAttendBlock;
-        const int64_t n = n_valid[i];
-        const float c = fold_block_softmax(scratch + int64_t(i) * kAttendBlock, n, scale, &m[i], &l[i]);
-        float* out = acc + i * acc_stride;
-        const __m512 cv = _mm512_set1_ps(c);
-        // out[j] = out[j] * c, then an fma chain over positions; four 16-wide column blocks at a time.
-        int j = 0;
-        for (; j + 64 <= dv; j += 64) {
-            __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(out + j), cv), a1 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 16), cv),
-                   a2 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 32), cv),
-                   a3 = _mm512_mul_ps(_mm512_loadu_ps(out + j + 48), cv);
-            for (int64_t s = 0; s < n; ++s) {
-                const __m512 ps = _mm512_set1_ps(p[s]);
-                const float* val = vals + s * val_stride + j;
-                a0 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val), a0);
-                a1 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 16), a1);
-                a2 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 32), a2);
-                a3 = _mm512_fmadd_ps(ps, _mm512_loadu_ps(val + 48), a3);
+    float c[kMaxFoldedQueries];
+    for (int i0 = 0; i0 < nq; i0 += kMaxFoldedQueries) {
+        const int ni = std::min(kMaxFoldedQueries, nq - i0);
+        for (i = i0; i < i0 + ni; ++i)
+            c[i - i0] = fold_block_softmax16(scratch + int64_t(i) * kAttendBlock, n_valid[i], scale, &m[i], &l[i]);
+        for (i = i0; i < i0 + ni;) {
+            // Two queries with the same keys (the heads of one token) go together: eight
+            // independent fma chains keep both FMA ports busy where four wait on their latency.
+            if (i + 1 < i0 + ni && n_valid[i] == n_valid[i + 1]) {
+                add_values_pair(scratch + int64_t(i) * kAttendBlock, scratch + int64_t(i + 1) * kAttendBlock, n_valid[i],
+                                vals, val_stride, dv, c[i - i0], c[i + 1 - i0], acc + i * acc_stride,
+                                acc + (i + 1) * acc_stride);
+                i += 2;
+            } else {
+                add_values(scratch + int64_t(i) * kAttendBlock, n_valid[i], vals, val_stride, dv, c[i - i0],
+                           acc + i * acc_stride);
+                i += 1;
             }
-            _mm512_storeu_ps(out + j, a0);
-            _mm512_storeu_ps(out + j + 16, a1);
-            _mm512_storeu_ps(out + j + 32, a2);
-            _mm512_storeu_ps(out + j + 48, a3);
-        }
-        for (; j < dv; j += 16) {
-            const __mmask16 mk = tail_mask(std::min(16, dv - j));
-            __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, out + j), cv);
-            for (int64_t s = 0; s < n; ++s)
-                a = _mm512_fmadd_ps(_mm512_set1_ps(p[s]), _mm512_maskz_loadu_ps(mk, vals + s * val_stride + j), a);
-            _mm512_mask_storeu_ps(out + j, mk, a);
         }
     }
 }

@@ -13,20 +13,35 @@ float e8m0_to_float(uint8_t s) {
     return std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 
+float softmax_exp(float x) {
+    if (std::isnan(x)) return x;
+    if (x < kSoftmaxExpMin) return 0.0f;  // also -inf: the first block's c
+    if (x > kSoftmaxExpMax) return INFINITY;
+    // n = x / ln 2 rounded to nearest (the 1.5 * 2^23 shift), r = x - n ln 2 in two steps
+    const float n = (x * kLog2e + kRoundShift) - kRoundShift;
+    float r = std::fma(n, -kLn2Hi, x);
+    r = std::fma(n, -kLn2Lo, r);
+    float p = kExpPoly[7];
+    for (int k = 6; k >= 0; --k) p = std::fma(p, r, kExpPoly[k]);
+    return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
 float fold_block_softmax(float* scores, int64_t n, float scale, float* m, float* l) {
     float max_score = *m;
     for (int64_t s = 0; s < n; ++s) {
         scores[s] = scores[s] * scale;
         if (scores[s] > max_score) max_score = scores[s];
     }
-    const float c = std::exp(*m - max_score);  // 0 on the first block (*m = -inf), 1 when the max holds
-    float z = *l * c;
+    const float c = softmax_exp(*m - max_score);  // 0 on the first block (*m = -inf), 1 when the max holds
+    float lanes[kReduceLanes] = {};
     for (int64_t s = 0; s < n; ++s) {
-        scores[s] = std::exp(scores[s] - max_score);
-        z = z + scores[s];
+        scores[s] = softmax_exp(scores[s] - max_score);
+        lanes[s % kReduceLanes] = lanes[s % kReduceLanes] + scores[s];
     }
+    for (int half = kReduceLanes / 2; half >= 1; half /= 2)
+        for (int k = 0; k < half; ++k) lanes[k] = lanes[k] + lanes[k + half];
     *m = max_score;
-    *l = z;
+    *l = *l * c + lanes[0];
     return c;
 }
 

@@ -30,11 +30,29 @@ constexpr uint32_t e8m0_bits(uint8_t s) {
     return static_cast<uint32_t>(s) << 23;
 }
 
+// exp for the online softmax, defined by its operations so that every set (scalar or 16 lanes
+// at once) gives the same bits, at the speed of a few fused multiply-adds instead of libm's
+// call: n = round(x / ln 2) (by the 1.5 * 2^23 shift: x * log2e + shift - shift), r = x - n ln 2
+// as fma(n, -ln2_hi, x) then fma(n, -ln2_lo, r), p = the degree-7 Taylor polynomial of e^r by
+// Horner (fma, coefficients 1/k! in fp32), result p * 2^n (the exponent bits n + 127). Within
+// 2 ulp of e^x on [kSoftmaxExpMin, kSoftmaxExpMax]; 0 below it (also for -inf), +inf above,
+// NaN stays NaN. The fold only asks for x <= 0.
+float softmax_exp(float x);
+inline constexpr float kSoftmaxExpMin = -87.3365f;  // about ln 2^-126: 2^n stays a normal number
+inline constexpr float kSoftmaxExpMax = 88.0f;
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23
+inline constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 in 16 significant bits, so n * kLn2Hi is exact
+inline constexpr float kLn2Lo = 1.428606765330187e-06f;
+inline constexpr float kExpPoly[8] = {1.0f,        1.0f,         0.5f,          1.0f / 6,
+                                      1.0f / 24,   1.0f / 120,   1.0f / 720,    1.0f / 5040};
+
 // One block of an online softmax (kernels.h, attend_block): scores[s] *= scale; the new max
-// m' = max(*m, scores in order); c = exp(*m - m'); scores[s] = exp(scores[s] - m'); *l = *l * c
-// then + scores[s] in position order; *m = m'. Returns c, the factor the running values take.
-// One scalar definition (compiled without ISA flags, in format.cpp) shared by every set, so
-// attention probabilities are the same bits everywhere.
+// m' = max(*m, the scores); c = softmax_exp(*m - m'); scores[s] = softmax_exp(scores[s] - m');
+// z = their sum over the 16 lanes of a dot (kernel_sets.h above: score s to lane s % 16 in
+// increasing s, lanes start at +0, then the halving tree); *l = *l * c + z; *m = m'. Returns c,
+// the factor the running values take. The scalar definition (format.cpp), which the AVX-512
+// set computes 16 scores at a time with the same operations.
 float fold_block_softmax(float* scores, int64_t n, float scale, float* m, float* l);
 
 // Column j of one KDA step (kda_step in kernels.h), alone, with the operations of the reference:
