@@ -1,6 +1,6 @@
 // Kernel speed against this machine's memory read bandwidth, both measured in the same run.
 //
-//   build/tests/bench/bench_kernels [--quick]
+//   build/tests/bench/bench_kernels [--quick] [--prefill]   (--prefill: the prefill shapes only)
 //
 // First a streaming fp32 sum over a 1 GiB buffer (1 and 2 threads) gives the read bandwidth.
 // Then every kernel set this CPU runs is timed on K3-like and k3-mini-like shapes, with the
@@ -9,11 +9,21 @@
 // the same thread count (1.0 = the kernel reads weights as fast as memory delivers them).
 // Two threads split the rows, as the engine does.
 //
+// Then prefill shapes: matmul over 16-256 tokens (bf16 and MXFP4, K3 and k3-mini shapes) in
+// GFLOP/s (2 x rows x cols x tokens per call), each against the fp32 FMA peak this run measures
+// with the same threads (independent register fma chains of the widest ISA the CPU has):
+// ratio 1.0 = the kernel does nothing but multiply-adds at full width.
+//
 // Each figure is given twice: by wall clock, and by the CPU time of the busiest of our threads
 // (threads wait on a condition variable, so waiting costs no CPU time). On a dedicated machine
 // the two agree; on a shared one the CPU-time figure is what the kernel does while it runs,
 // and the wall-clock one includes time other processes took. Compare ratios, not absolutes.
 #include <time.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -103,6 +113,7 @@ class Helper {
 };
 
 Helper* g_helper = nullptr;
+volatile float g_sink = 0;  // keeps the peak loops' results alive
 
 // Splits [0, n) between `threads` (1 or 2) threads, calls fn(begin, count) on each, and
 // returns the CPU seconds of the busier thread.
@@ -235,28 +246,181 @@ void print_row(const char* kernel, const char* shape, const char* isa, int threa
     std::fflush(stdout);
 }
 
+// fp32 FMA peak of one thread: 12 independent chains (more than latency x ports on current
+// cores), each fma 2 flops per lane. Built for the widest ISA the CPU has, chosen at run time.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) double fma_flops_avx512(int64_t iters) {
+    __m512 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(float(i) * 1e-3f);
+    const __m512 m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-4f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12  // the chains in registers, not an array in memory
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    __m512 s = a[0];
+    for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, s);
+    for (float v : lanes) g_sink = g_sink + v;
+    return double(iters) * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fma_flops_avx2(int64_t iters) {
+    __m256 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(float(i) * 1e-3f);
+    const __m256 m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12  // the chains in registers, not an array in memory
+        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    float lanes[8];
+    __m256 s = a[0];
+    for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+    _mm256_storeu_ps(lanes, s);
+    for (float v : lanes) g_sink = g_sink + v;
+    return double(iters) * 12 * 8 * 2;
+}
+
+const char* fma_isa() {
+    if (__builtin_cpu_supports("avx512f")) return "avx512";
+    return __builtin_cpu_supports("fma") ? "avx2" : "none";
+}
+
+double fma_flops(int64_t iters) {
+    return __builtin_cpu_supports("avx512f") ? fma_flops_avx512(iters) : fma_flops_avx2(iters);
+}
+#elif defined(__aarch64__)
+const char* fma_isa() { return "neon"; }
+
+double fma_flops(int64_t iters) {
+    float32x4_t a[12];
+    for (int i = 0; i < 12; ++i) a[i] = vdupq_n_f32(float(i) * 1e-3f);
+    const float32x4_t m = vdupq_n_f32(0.999f), c = vdupq_n_f32(1e-4f);
+    for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12  // the chains in registers, not an array in memory
+        for (int i = 0; i < 12; ++i) a[i] = vfmaq_f32(c, a[i], m);
+    }
+    for (int i = 0; i < 12; ++i) g_sink = g_sink + vaddvq_f32(a[i]);
+    return double(iters) * 12 * 4 * 2;
+}
+#else
+const char* fma_isa() { return "none"; }
+double fma_flops(int64_t) { return 0; }
+#endif
+
+struct Peak {
+    double wall, cpu;  // GFLOP/s
+    const char* isa;
+};
+
+// The fp32 FMA peak with `threads` threads, by wall clock and by the busiest thread's CPU time.
+Peak measure_fma_peak(int threads) {
+    const char* isa = fma_isa();
+    if (std::string(isa) == "none") return {0, 0, isa};
+    const int64_t iters = 1 << 20;
+    double flops = 0;
+    const Timing t = time_per_call(
+        [&](int64_t) {
+            return split_rows(threads, threads, [&](int64_t, int64_t) { flops = fma_flops(iters); });
+        },
+        0.3, 5);
+    return {flops * threads / t.wall / 1e9, flops * threads / t.cpu / 1e9, isa};
+}
+
+// Prefill: one matmul over T tokens of a chunk, 2 threads splitting the rows, weights from a
+// pool bigger than the caches (a chunk streams each weight once per layer). GFLOP/s against
+// the 2-thread FMA peak, by CPU time (the figure a busy machine disturbs least) and wall clock.
+void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double min_seconds) {
+    const Peak peak = measure_fma_peak(2), peak1 = measure_fma_peak(1);
+    std::printf("\nprefill matmuls, 2 threads, against the fp32 FMA peak (%s, independent fma chains):\n", peak.isa);
+    std::printf("  peak 1 thread  wall %7.1f GFLOP/s  cpu %7.1f GFLOP/s\n", peak1.wall, peak1.cpu);
+    std::printf("  peak 2 threads wall %7.1f GFLOP/s  cpu %7.1f GFLOP/s\n", peak.wall, peak.cpu);
+    if (peak.cpu <= 0) return;
+    std::mt19937 rng(4);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int64_t max_T = 256;
+    struct Shape {
+        int64_t rows, cols;
+        bool mxfp4;
+        const char* what;
+    };
+    // K3: the MLA q_b/o-sized bf16 trunk matrix and one routed expert's gate/up (MXFP4);
+    // k3-mini: its trunk matrix and its expert
+    const Shape shapes[] = {{2048, 2048, false, "k3-mini 2048x2048"},
+                            {7168, 7168, false, "K3 7168x7168"},
+                            {768, 1024, true, "k3-mini 768x1024"},
+                            {3072, 3584, true, "K3 3072x3584"}};
+    std::vector<float> x(size_t(max_T * 7168)), y(size_t(max_T * 7168));
+    for (auto& v : x) v = dist(rng);
+    for (const Shape& s : shapes) {
+        Bf16Pool bf;
+        Mxfp4Pool mx;
+        if (s.mxfp4)
+            mx = make_mxfp4_pool(s.rows, s.cols, quick);
+        else
+            bf = make_bf16_pool(s.rows, s.cols, quick);
+        for (const Kernels* k : sets) {
+            if (std::string(k->name) == "scalar") continue;  // far from the peak by design
+            for (int64_t T : {16, 32, 64, 128, 256}) {
+                const Timing t = time_per_call(
+                    [&](int64_t i) {
+                        return split_rows(2, s.rows, [&](int64_t r0, int64_t n) {
+                            if (s.mxfp4) {
+                                const uint8_t* P = mx.packed[size_t(i) % mx.packed.size()].data();
+                                const uint8_t* S = mx.scales[size_t(i) % mx.scales.size()].data();
+                                k->matmul_mxfp4(P + r0 * s.cols / 2, S + r0 * s.cols / 32, x.data(), y.data() + T * r0,
+                                                n, s.cols, T);
+                            } else {
+                                const uint16_t* W = bf.copies[size_t(i) % bf.copies.size()].data();
+                                k->matmul_bf16(W + r0 * s.cols, x.data(), y.data() + T * r0, n, s.cols, T);
+                            }
+                        });
+                    },
+                    min_seconds);
+                const double flops = 2.0 * double(s.rows) * double(s.cols) * double(T);
+                std::printf("%-13s %-18s %-7s T=%-3lld | wall %7.1f GFLOP/s %4.0f%% | cpu %7.1f GFLOP/s %4.0f%% of peak\n",
+                            s.mxfp4 ? "matmul_mxfp4" : "matmul_bf16", s.what, k->name, (long long)T,
+                            flops / t.wall / 1e9, 100 * flops / t.wall / 1e9 / peak.wall, flops / t.cpu / 1e9,
+                            100 * flops / t.cpu / 1e9 / peak.cpu);
+                std::fflush(stdout);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-    if (argc > 1 && !quick) {
-        std::printf("usage: bench_kernels [--quick]\n");
-        return std::string(argv[1]) == "--help" ? 0 : 2;
+    bool quick = false, prefill_only = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quick") {
+            quick = true;
+        } else if (a == "--prefill") {
+            prefill_only = true;
+        } else {
+            std::printf("usage: bench_kernels [--quick] [--prefill]\n");
+            return a == "--help" ? 0 : 2;
+        }
     }
     Helper helper;
     g_helper = &helper;
     const double min_seconds = quick ? 0.1 : 0.3;
+
+    std::vector<const Kernels*> sets{&scalar_kernels()};
+    if (const Kernels* k = avx2_kernels()) sets.push_back(k);
+    if (const Kernels* k = avx512_kernels()) sets.push_back(k);
+    if (const Kernels* k = neon_kernels()) sets.push_back(k);
+    if (prefill_only) {
+        prefill_matmuls(sets, quick, min_seconds);
+        return 0;
+    }
 
     const Bandwidth bw1 = measure_bandwidth(1, quick), bw2 = measure_bandwidth(2, quick);
     std::printf("memory read bandwidth (streaming fp32 sum over %s):\n", quick ? "256 MiB" : "1 GiB");
     std::printf("  1 thread  wall %6.2f GB/s  cpu %6.2f GB/s\n", bw1.wall, bw1.cpu);
     std::printf("  2 threads wall %6.2f GB/s  cpu %6.2f GB/s\n", bw2.wall, bw2.cpu);
     std::printf("best kernel set on this CPU: %s\n\n", select_kernels().name);
-
-    std::vector<const Kernels*> sets{&scalar_kernels()};
-    if (const Kernels* k = avx2_kernels()) sets.push_back(k);
-    if (const Kernels* k = avx512_kernels()) sets.push_back(k);
-    if (const Kernels* k = neon_kernels()) sets.push_back(k);
 
     std::mt19937 rng(3);
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -389,5 +553,6 @@ int main(int argc, char** argv) {
                         k->name, t.cpu * 1e6, scalar_t / t.cpu);
         }
     }
+    prefill_matmuls(sets, quick, min_seconds);
     return 0;
 }
