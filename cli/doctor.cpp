@@ -58,6 +58,8 @@ std::string usage() {
                  "  --disk-gbps X     skip the disk measurement and assume X GB/s\n"
                  "  --mem-gbps X      skip the memory-bandwidth measurement and assume X GB/s\n"
                  "  --memory-gb X     plan for X GB of usable memory instead of this machine's\n"
+                 "  --prompt-tokens N the prompt whose time to first token each plan shows (default 32768,\n"
+                 "                    a coding agent's first prompt)\n"
                  "  --json            one JSON object instead of the report\n"
                  "\n"
                  "Exit status: 0 the model can run here; 3 it cannot (reasons printed); 2 usage or config error.\n";
@@ -153,7 +155,7 @@ std::string gb(int64_t bytes) { return io::format_gb(bytes); }
 
 struct DoctorOptions {
     std::string target, disk_dir;
-    double seconds = 1.5, disk_gbps = 0, mem_gbps = 0, memory_gb = 0;
+    double seconds = 1.5, disk_gbps = 0, mem_gbps = 0, memory_gb = 0, prompt_tokens = 32768;
     bool json = false;
 };
 
@@ -165,7 +167,8 @@ struct Machine {
     unsigned logical = 0;
     int64_t mem_total = 0, mem_available = 0, usable = 0;
     double mem_gbps = 0;
-    double gflops = 0;  // bf16 matmuls, for the prefill estimate
+    double gflops = 0;            // bf16 matmuls, for the prefill estimate
+    double attention_gflops = 0;  // blocked attention at the model's widths, for the time to first token
     Cgroup cgroup;
     bool memlock_unlimited = false;
     int64_t memlock = 0;
@@ -177,6 +180,7 @@ struct Machine {
 // A plan that fits, with what it costs per token.
 struct PlanFigures : Projection {
     std::string preset;
+    PromptEstimate prompt;  // time to first token of the report's prompt length
 };
 
 struct Report {
@@ -231,12 +235,15 @@ Machine examine_machine(const DoctorOptions& o, const ModelSizes& model, const s
     m.disk = check_disk(model_dir, files, model.one_expert, o.seconds, o.disk_gbps);
     m.mem_gbps = o.mem_gbps > 0 ? o.mem_gbps : measure_memory_gbps(o.seconds / 2);
     m.gflops = measure_gflops(m.cores, std::min(0.3, o.seconds / 2));
+    const ModelConfig& c = model.config;
+    m.attention_gflops = measure_attention_gflops(m.cores, c.kv_lora_rank + c.qk_rope_head_dim, c.kv_lora_rank,
+                                                  std::min(0.3, o.seconds / 2));
     return m;
 }
 
 // Every plan that fits in the usable memory (resident, the presets, and the least memory the
 // engine can stream the model in), fastest first, with what each costs per token.
-void plan(Report& r) {
+void plan(Report& r, int64_t prompt_tokens) {
     const io::ModelFootprint fp = footprint_of(r.model);
     std::vector<std::pair<std::string, io::MemoryPlan>> fits;
     auto try_plan = [&](const std::string& name, double trunk_gb = -1, double cache_gb = -1) {
@@ -268,8 +275,10 @@ void plan(Report& r) {
     b.expert_gbps = std::max(d.expert_gbps, 1e-3);
     b.mem_gbps = r.machine.mem_gbps;
     b.gflops = r.machine.gflops;
+    b.attention_gflops = r.machine.attention_gflops;
     for (const auto& [name, p] : fits)
-        r.plans.push_back({project(r.model, p, b, p.chunk_tokens), name.empty() ? "resident" : name});
+        r.plans.push_back({project(r.model, p, b, p.chunk_tokens), name.empty() ? "resident" : name,
+                           estimate_prompt(r.model, p, b, prompt_tokens)});
     if (fits.empty())
         r.problems.push_back("no memory plan fits in " + gb(r.machine.usable) + " usable memory; the smallest, " +
                              r.refused.back().first + ": " + r.refused.back().second);
@@ -325,6 +334,7 @@ void print_json(const Report& r) {
     j["cpu"] = {{"model", m.cpu}, {"kernels", m.kernels}, {"physical_cores", m.cores}, {"logical_cpus", m.logical}};
     j["memory"] = {{"total_bytes", m.mem_total}, {"available_bytes", m.mem_available}, {"usable_bytes", m.usable},
                    {"bandwidth_gbps", m.mem_gbps}};
+    j["compute"] = {{"bf16_gflops", m.gflops}, {"attention_gflops", m.attention_gflops}};
     j["cgroup"] = {{"memory_max_bytes", m.cgroup.memory_max}, {"cpus", m.cgroup.cpus}};
     j["disk"] = {{"dir", m.disk.dir.string()}, {"free_bytes", m.disk.free_bytes}, {"o_direct", m.disk.direct},
                  {"sequential_gbps", m.disk.seq_gbps}, {"expert_read_gbps", m.disk.expert_gbps}, {"note", m.disk.note}};
@@ -339,7 +349,9 @@ void print_json(const Report& r) {
                          {"memory_bytes_per_token", p.memory_bytes_per_token}, {"seconds_per_token", p.seconds_per_token},
                          {"prefill_chunk", p.prefill_chunk}, {"prefill_tokens_per_s", p.prefill_tokens_per_s},
                          {"prefill_chunk_read_s", p.chunk_read_seconds}, {"prefill_chunk_compute_s", p.chunk_compute_seconds},
-                         {"prefill_bound", p.chunk_bound}});
+                         {"prefill_bound", p.chunk_bound}, {"prompt_tokens", p.prompt.tokens},
+                         {"time_to_first_token_s", p.prompt.seconds},
+                         {"time_to_first_token_attention_s", p.prompt.attention_seconds}});
     j["plans"] = plans;
     nlohmann::json why = nlohmann::json::array();
     for (const auto& [name, reason] : r.refused) why.push_back({{"preset", name}, {"reason", reason}});
@@ -370,12 +382,14 @@ void print_text(const Report& r) {
     std::printf("\nmodel %s: %s in all (trunk %s, expert pool %s)\n", r.model.name.c_str(), gb(r.model.total()).c_str(),
                 gb(r.model.trunk()).c_str(), gb(r.model.pool).c_str());
     if (!r.plans.empty()) {
-        std::printf("  %-12s %12s %16s %14s %16s  %s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s",
-                    "prefill bound");
+        char ttft[48];
+        std::snprintf(ttft, sizeof ttft, "TTFT %lldk (attn)", (long long)(r.plans.front().prompt.tokens / 1000));
+        std::printf("  %-12s %12s %16s %14s %16s  %-13s %s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s",
+                    "prefill bound", ttft);
         for (const auto& p : r.plans)
-            std::printf("  %-12s %12s %16s %14.3f %16.2f  %s\n", p.preset.c_str(), gb(p.need).c_str(),
+            std::printf("  %-12s %12s %16s %14.3f %16.2f  %-13s %.0f s (%.0f s)\n", p.preset.c_str(), gb(p.need).c_str(),
                         gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s,
-                        p.chunk_bound.c_str());
+                        p.chunk_bound.c_str(), p.prompt.seconds, p.prompt.attention_seconds);
         std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
                     "  bandwidths above, not measurements of the model)\n",
                     r.plans.front().preset.c_str());
@@ -397,9 +411,12 @@ int doctor_main(int argc, char** argv) {
             else if (args.is("--disk-gbps")) o.disk_gbps = args.number();
             else if (args.is("--mem-gbps")) o.mem_gbps = args.number();
             else if (args.is("--memory-gb")) o.memory_gb = args.number();
+            else if (args.is("--prompt-tokens")) o.prompt_tokens = args.number();
             else args.positional({&o.target});
         }
         if (!(o.seconds > 0 && o.seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+        if (!(o.prompt_tokens >= 1 && o.prompt_tokens <= 1e7))
+            throw Error(ErrorKind::Usage, "--prompt-tokens must be in [1, 10000000]");
 
         Report r;
         std::filesystem::path model_dir;
@@ -409,7 +426,7 @@ int doctor_main(int argc, char** argv) {
         const std::string where = o.target.empty() ? "/srv/models/kimi-k3" : model_dir.string();
         r.next = o.target.empty() ? "k3serve download moonshotai/Kimi-K3 " + where + " && k3serve serve " + where
                                   : "k3serve verify " + where + " && k3serve serve " + where;
-        plan(r);
+        plan(r, int64_t(o.prompt_tokens));
         advise(r, !files.empty());
         if (o.json) print_json(r);
         else print_text(r);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -145,6 +146,41 @@ double measure_gflops(int threads, double seconds) {
         s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } while (s < seconds);
     return 2.0 * double(rows * cols * T) * reps / s / 1e9;
+}
+
+double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
+    // Tiles of 16 queries (mla.cpp's largest) over 1024 cached rows in 64-key blocks, the
+    // queries spread over the threads as in a prefill chunk.
+    const int64_t n_keys = 1024, tiles = 4 * std::max(1, threads), tile = 16;
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    std::vector<float> rows(size_t(n_keys * dk)), Q(size_t(tiles * tile * dk));
+    for (float& v : rows) v = dist(rng);
+    for (float& v : Q) v = dist(rng);
+    std::vector<float> acc(size_t(tiles * tile * dv));
+    Compute cp(select_kernels(), std::max(1, threads));
+    auto pass = [&] {
+        cp.parallel_for(tiles, [&](int64_t t, int) {
+            float m[tile], l[tile], scratch[tile * kAttendBlock];
+            int32_t n_valid[tile];
+            for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
+            float* out = &acc[size_t(t * tile * dv)];
+            std::fill(out, out + tile * dv, 0.0f);
+            for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
+                cp.k.attend_block(&Q[size_t(t * tile * dk)], dk, int(tile), n_valid, &rows[size_t(b0 * dk)], dk,
+                                  &rows[size_t(b0 * dk)], dk, dk, dv, 0.1f, m, l, out, dv, scratch);
+        });
+    };
+    pass();  // warm-up
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    do {
+        pass();
+        ++reps;
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (s < seconds);
+    return attention_flops_per_pair(dk, dv) * double(tiles * tile * n_keys) * reps / s / 1e9;
 }
 
 }  // namespace k3::cli

@@ -31,4 +31,12 @@ double measure_memory_gbps(double seconds);
 // bf16 matmul throughput over a 64-token chunk on the engine's kernels: GFLOP/s.
 double measure_gflops(int threads, double seconds);
 
+// Blocked attention (kernels.h, attend_block) at a model's widths: dk-wide cached rows (the MLA
+// latent and rope), values their first dv <= dk columns (the latent), tiles of 16 queries:
+// GFLOP/s, counting attention_flops_per_pair per query and key.
+double measure_attention_gflops(int threads, int dk, int dv, double seconds);
+
+// A score (a dk-long dot) and a value row (dv multiply-adds) for one query and one key.
+inline double attention_flops_per_pair(int dk, int dv) { return 2.0 * (dk + dv); }
+
 }  // namespace k3::cli

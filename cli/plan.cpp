@@ -40,6 +40,9 @@ const char* const kUsage =
     "  --expert-gbps D       random expert-sized reads at depth 16 (default: measured, else D)\n"
     "  --mem-gbps M          memory read bandwidth (default: measured, all cores)\n"
     "  --gflops G            bf16 matmul throughput for prefill (default: measured, all cores)\n"
+    "  --attention-gflops G  blocked attention throughput at the model's widths (default: measured)\n"
+    "  --prompt-tokens N[,N...]  also the time to first token of prompts of N tokens (from an\n"
+    "                        empty cache), with the attention's share\n"
     "  --seconds S           time for each read-speed measurement (default 1.5)\n"
     "Exit status: 0 every budget has a plan; 1 some budget has none (printed); 2 usage error.\n";
 
@@ -47,7 +50,8 @@ struct PlanArgs {
     std::string target;
     std::vector<double> memory_gb;
     MemoryOptions memory;
-    Bandwidths given{-1, -1, -1, -1, 1};
+    Bandwidths given{-1, -1, -1, -1, -1, 1};
+    std::vector<double> prompt_tokens;
     double seconds = 1.5;
 };
 
@@ -87,6 +91,13 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
                 p.chunk_exposed_seconds, p.chunk_bound.c_str(), p.prefill_tokens_per_s);
 }
 
+void print_prompt(const PromptEstimate& e) {
+    std::printf("  time to first token, %lld-token prompt: %.1f s (%d chunks; reads %.1f s, compute %.1f s of which "
+                "attention %.1f s; %d chunks bounded by reads)\n",
+                (long long)e.tokens, e.seconds, e.chunks, e.read_seconds, e.compute_seconds, e.attention_seconds,
+                e.read_bound_chunks);
+}
+
 }  // namespace
 
 int plan_main(int argc, char** argv) {
@@ -103,12 +114,16 @@ int plan_main(int argc, char** argv) {
             else if (args.is("--expert-gbps")) a.given.expert_gbps = args.number();
             else if (args.is("--mem-gbps")) a.given.mem_gbps = args.number();
             else if (args.is("--gflops")) a.given.gflops = args.number();
+            else if (args.is("--attention-gflops")) a.given.attention_gflops = args.number();
+            else if (args.is("--prompt-tokens")) a.prompt_tokens = number_list("--prompt-tokens", args.value());
             else if (args.is("--seconds")) a.seconds = args.number();
             else args.positional({&a.target});
         }
         if (!(a.given.compress_ratio > 0 && a.given.compress_ratio <= 1))
             throw Error(ErrorKind::Usage, "--compress-ratio must be in (0, 1]");
         if (!(a.seconds > 0 && a.seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+        for (double n : a.prompt_tokens)
+            if (n != double(int64_t(n))) throw Error(ErrorKind::Usage, "--prompt-tokens expects whole numbers of tokens");
         if (!a.memory_gb.empty() && io::wants_budget(a.memory))
             throw Error(ErrorKind::Usage, "--memory-gb plans as --preset auto; give it or a preset/budget, not both");
 
@@ -136,6 +151,11 @@ int plan_main(int argc, char** argv) {
         if (b.mem_gbps <= 0) b.mem_gbps = measure_memory_gbps(a.seconds / 2);
         const std::string flops_src = b.gflops > 0 ? "given" : "measured";
         if (b.gflops <= 0) b.gflops = measure_gflops(physical_cores(), 0.3);
+        const auto& cfg = m.config;
+        const std::string attention_src = b.attention_gflops > 0 ? "given" : "measured";
+        if (b.attention_gflops <= 0 && !a.prompt_tokens.empty())
+            b.attention_gflops = measure_attention_gflops(physical_cores(), cfg.kv_lora_rank + cfg.qk_rope_head_dim,
+                                                          cfg.kv_lora_rank, 0.3);
 
         const auto& c = m.config;
         std::printf("model %s: %s\n", m.name.c_str(), describe(c).c_str());
@@ -147,6 +167,9 @@ int plan_main(int argc, char** argv) {
                     "%.0f GFLOP/s bf16 (%s)\n",
                     b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
         if (b.compress_ratio < 1) std::printf("  streamed trunk compressed to %.3f of its bytes\n", b.compress_ratio);
+        if (!a.prompt_tokens.empty())
+            std::printf("  attention %.0f GFLOP/s at %d-wide rows (%s)\n", b.attention_gflops,
+                        cfg.kv_lora_rank + cfg.qk_rope_head_dim, attention_src.c_str());
 
         std::vector<std::pair<std::string, int64_t>> budgets;  // label, MemAvailable to plan with
         MemoryOptions o = a.memory;
@@ -161,7 +184,9 @@ int plan_main(int argc, char** argv) {
         for (const auto& [label, avail] : budgets) {
             std::printf("\n%s:\n", label.c_str());
             try {
-                print_budget(m, io::make_memory_plan(f, o, avail), b);
+                const io::MemoryPlan plan = io::make_memory_plan(f, o, avail);
+                print_budget(m, plan, b);
+                for (double n : a.prompt_tokens) print_prompt(estimate_prompt(m, plan, b, int64_t(n)));
             } catch (const Error& e) {
                 std::printf("  no plan: %s\n", e.what());
                 status = 1;

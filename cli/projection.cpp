@@ -146,4 +146,33 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     return p;
 }
 
+PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens) {
+    PromptEstimate e;
+    e.tokens = tokens;
+    const ModelConfig& c = m.config;
+    int mla_layers = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) mla_layers += c.is_mla(il) ? 1 : 0;
+    // Every (query, key) pair of a causal prompt, per MLA layer and head: a score over the
+    // cached [latent | rope] row and a value row over the latent (model/mla.cpp).
+    const double flops_per_pair = 2.0 * double(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);
+    const double rate = (b.attention_gflops > 0 ? b.attention_gflops : b.gflops) * 1e9;
+    const int T = std::max(1, plan.chunk_tokens);
+    const Projection full = project(m, plan, b, T);
+    for (int64_t p0 = 0; p0 < tokens; p0 += T) {
+        const int64_t n = std::min<int64_t>(T, tokens - p0);
+        const Projection p = n == T ? full : project(m, plan, b, int(n));
+        // positions p0 .. p0 + n - 1 attend to p0 + 1 .. p0 + n keys
+        const double pairs = double(n) * double(p0) + double(n) * double(n + 1) / 2;
+        const double attention = rate > 0 ? double(mla_layers) * c.num_attention_heads * pairs * flops_per_pair / rate : 0;
+        const double compute = p.chunk_compute_seconds + attention;
+        e.chunks++;
+        e.attention_seconds += attention;
+        e.read_seconds += p.chunk_read_seconds;
+        e.compute_seconds += compute;
+        e.read_bound_chunks += p.chunk_read_seconds > compute ? 1 : 0;
+        e.seconds += std::max(p.chunk_read_seconds, compute) + p.chunk_exposed_seconds;
+    }
+    return e;
+}
+
 }  // namespace k3::cli

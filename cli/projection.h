@@ -41,6 +41,7 @@ struct Bandwidths {
     double expert_gbps = 1;      // expert-sized random reads at depth 16 (cache misses)
     double mem_gbps = 10;        // memory read bandwidth, all cores
     double gflops = 0;           // bf16 matmul throughput for prefill (0: not measured, memory-bound)
+    double attention_gflops = 0; // blocked attention at the model's widths (0: not measured, as gflops)
     double compress_ratio = 1;   // streamed trunk bytes x this (a `pack-trunk --compress` pack)
 };
 
@@ -67,5 +68,21 @@ struct Projection {
 };
 
 Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk);
+
+// Time to first token for a prompt of `tokens` tokens from an empty cache: its chunks in turn,
+// each costing its reads or its compute (the weights' and its MLA attention over every position
+// before it), whichever is larger, plus what cannot overlap (Projection's chunk model). The first
+// token is sampled from the last chunk's logits, so this is the whole wait. KDA layers' state
+// updates (linear in the prompt, a fraction of a percent of the weights' work) are left out.
+struct PromptEstimate {
+    int64_t tokens = 0;
+    int chunks = 0;
+    double seconds = 0;            // time to first token
+    double attention_seconds = 0;  // the MLA attention in it (inside the chunks' compute)
+    double read_seconds = 0;       // the chunks' reads
+    double compute_seconds = 0;    // the chunks' compute, attention included
+    int read_bound_chunks = 0;     // chunks whose reads take longer than their compute
+};
+PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens);
 
 }  // namespace k3::cli

@@ -1,0 +1,99 @@
+// Time to first token (cli/projection.h, estimate_prompt) for the real Kimi K3 config: the
+// chunks add up, the attention term is the count of causal (query, key) pairs at K3's MLA widths
+// counted here by hand, it grows with the square of the prompt while the rest grows linearly,
+// and a plan that streams is bounded by its reads where a resident one is bounded by compute.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cli/projection.h"
+#include "store/memory_plan.h"
+#include "weights/config.h"
+
+using namespace k3;
+using namespace k3::io;
+
+namespace {
+
+cli::ModelSizes real_k3() {
+    const char* src = std::getenv("K3_SOURCE_DIR");
+    REQUIRE(src);
+    return cli::sizes_of(load_config(std::string(src) + "/tests/fixtures/config/kimi_k3_config.json"), "Kimi K3");
+}
+
+MemoryPlan auto_plan(const cli::ModelSizes& m, double gb) {
+    MemoryOptions o;
+    o.preset = "auto";
+    return make_memory_plan(cli::footprint_of(m), o, int64_t(gb * 1e9));
+}
+
+// The machine: a 7 GB/s disk, 3 TFLOP/s, attention at a third of that.
+cli::Bandwidths machine() {
+    cli::Bandwidths b;
+    b.disk_gbps = 7;
+    b.expert_gbps = 7;
+    b.mem_gbps = 300;
+    b.gflops = 3000;
+    b.attention_gflops = 1000;
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("time to first token: the chunks add up, with K3's MLA attention over every causal pair") {
+    const cli::ModelSizes m = real_k3();
+    const ModelConfig& c = m.config;
+    const MemoryPlan plan = auto_plan(m, 3000);  // everything resident
+    const cli::Bandwidths b = machine();
+    const int T = plan.chunk_tokens;
+    REQUIRE(T >= 64);
+    const int64_t n = 4 * int64_t(T) + T / 2;  // four whole chunks and a half one
+    const cli::PromptEstimate e = cli::estimate_prompt(m, plan, b, n);
+    CHECK(e.tokens == n);
+    CHECK(e.chunks == 5);
+
+    // K3: 24 MLA layers (the rest KDA), 96 heads, a 512-wide latent and a 64-wide rope slot
+    int mla = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) mla += c.is_mla(il) ? 1 : 0;
+    CHECK(mla == 24);
+    CHECK(c.num_attention_heads == 96);
+    CHECK(c.kv_lora_rank == 512);
+    CHECK(c.qk_rope_head_dim == 64);
+    const double pairs = double(n) * double(n + 1) / 2;
+    const double attention = 24.0 * 96 * pairs * 2 * (512 + 64 + 512) / (b.attention_gflops * 1e9);
+    CHECK(e.attention_seconds == doctest::Approx(attention).epsilon(1e-9));
+
+    // resident: each chunk costs its compute (what it reads, the embedding rows, is far less);
+    // the weights' part is linear in the tokens
+    const cli::Projection whole = cli::project(m, plan, b, T), half = cli::project(m, plan, b, T / 2);
+    MESSAGE(plan.describe());
+    CHECK(e.read_bound_chunks == 0);
+    CHECK(e.read_seconds < e.compute_seconds / 10);
+    const double weights = 4 * whole.chunk_compute_seconds + half.chunk_compute_seconds;
+    CHECK(e.compute_seconds == doctest::Approx(weights + attention).epsilon(1e-9));
+    CHECK(e.seconds == doctest::Approx(e.compute_seconds + 4 * whole.chunk_exposed_seconds + half.chunk_exposed_seconds)
+                           .epsilon(1e-9));
+
+    // twice the prompt: four times the attention, twice the rest
+    const cli::PromptEstimate e2 = cli::estimate_prompt(m, plan, b, 2 * n);
+    CHECK(e2.attention_seconds / e.attention_seconds == doctest::Approx(4.0).epsilon(1e-3));
+    const double rest = e.compute_seconds - e.attention_seconds, rest2 = e2.compute_seconds - e2.attention_seconds;
+    CHECK(rest2 / rest == doctest::Approx(2.0).epsilon(0.02));
+}
+
+TEST_CASE("time to first token: at 128 GB K3's chunks wait on the disk, resident they do not") {
+    const cli::ModelSizes m = real_k3();
+    const cli::Bandwidths b = machine();
+    const MemoryPlan streamed = auto_plan(m, 128);
+    REQUIRE(streamed.streaming);
+    const cli::PromptEstimate e = cli::estimate_prompt(m, streamed, b, 32768);
+    CHECK(e.read_bound_chunks == e.chunks);
+    CHECK(e.seconds >= e.read_seconds);
+    CHECK(e.attention_seconds > 0);
+    // A longer prompt never arrives sooner, and more memory never makes it slower.
+    CHECK(cli::estimate_prompt(m, streamed, b, 65536).seconds > e.seconds);
+    const cli::PromptEstimate resident = cli::estimate_prompt(m, auto_plan(m, 3000), b, 32768);
+    CHECK(resident.seconds < e.seconds);
+    CHECK(resident.attention_seconds == doctest::Approx(e.attention_seconds).epsilon(1e-9));
+}
