@@ -2,7 +2,7 @@
 // alternatives), reasoning (folded unless the display switch shows it while streaming), the
 // attachments, the text (Markdown for answers), the figures line and the actions (Copy, Edit,
 // Regenerate, Delete). The chat view owns the conversation; this file only draws a node.
-import { formatSeconds } from './format.js';
+import { formatRate, formatSeconds } from './format.js';
 import { renderMarkdown, renderStreaming } from './markdown.js';
 
 function el(tag, className, text) {
@@ -72,7 +72,7 @@ export function statsLine(m) {
   if (!s) return '';
   const parts = [];
   if (s.completion_tokens !== undefined) parts.push(s.completion_tokens + ' tokens');
-  if (s.seconds_per_token) parts.push(formatSeconds(s.seconds_per_token) + '/token (' + (1 / s.seconds_per_token).toFixed(2) + ' tokens/s)');
+  if (s.seconds_per_token) parts.push(formatSeconds(s.seconds_per_token) + '/token (' + formatRate(1 / s.seconds_per_token) + ' tokens/s)');
   if (s.ttft_s !== undefined) parts.push('first token after ' + formatSeconds(s.ttft_s));
   if (s.prompt_tokens !== undefined) parts.push('prompt ' + s.prompt_tokens + ' tokens, ' + s.cached_tokens + ' cached');
   return parts.join(' · ');

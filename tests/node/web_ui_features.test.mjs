@@ -204,6 +204,8 @@ test('figures: tokens/s beside s/token, tooltips in plain words, whose request t
     await waitState(page, 'done');
     await page.waitForFunction(() => /Last request #\d+ \(this page\)/.test(document.querySelector('#fig-whose').textContent), null, { timeout: 10000 });
     assert.match(await page.textContent('#fig-spt'), /^[\d.]+ m?s \([\d.,]+ tokens\/s\)$/);
+    // The answer's own line says the same in the same words (a rate of 10 or more without decimals).
+    assert.match(await page.textContent('.msg.assistant .stats'), /[\d.]+ m?s\/token \((\d\.\d\d|[1-9][\d,]*) tokens\/s\)/);
     for (const id of ['fig-trunk', 'fig-io', 'fig-retention']) {
       const title = await page.evaluate((i) => document.getElementById(i).previousElementSibling.title, id);
       assert.ok(title.length > 20, id + ' has a tooltip: ' + title);
