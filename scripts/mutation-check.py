@@ -288,8 +288,8 @@ MUTATIONS = [
      ["tests_store"], ["store: slots being read", "store: the current layer", "store: on a "]),
     ("memory plan: auto forgets the resident bytes in its reserve",
      "engine/store/memory_plan.cpp",
-     "kAutoReserveFraction * avail_gb) + model.resident_bytes;",
-     "kAutoReserveFraction * avail_gb);",
+     "kAutoReserveFraction * avail_gb) + model.resident_bytes +",
+     "kAutoReserveFraction * avail_gb) +",
      ["tests_store"], ["store: auto: "]),
 ]
 
