@@ -14,6 +14,7 @@ anything else. A mutation nobody catches is a hole in the suite. Needs a configu
   python3 scripts/mutation-check.py            # every mutation, then the table
   python3 scripts/mutation-check.py sampler    # those whose name contains "sampler"
   python3 scripts/mutation-check.py --list     # names, files and selected cases
+  python3 scripts/mutation-check.py --check    # each bug's line is in its file exactly once (ctest mutation_plants)
   python3 scripts/mutation-check.py --restore  # only put back a file a killed run left planted
 """
 import json
@@ -391,6 +392,18 @@ def ensure_node_packages():
         sys.exit("npm install failed in tests/node:\n" + r.stdout[-2000:] + r.stderr[-2000:])
 
 
+def unplantable(mutations):
+    """The bugs whose original fragment is not in its file exactly once: an edit elsewhere moved or
+    reworded the line, and the bug would not be planted (so a run could not test that check)."""
+    bad = []
+    for name, rel, original, _, _, _ in mutations:
+        path = ROOT / rel
+        n = path.read_text().count(original) if path.exists() else 0
+        if n != 1:
+            bad.append(f"'{name}': its line occurs {n} times in {rel} (update this script)")
+    return bad
+
+
 def load():
     return "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
@@ -406,10 +419,17 @@ def main():
         for name, rel, _, _, targets, cases in MUTATIONS:
             print(f"{name}\n    {rel}; build {' '.join(targets)}; cases {cmake_regex(cases)}")
         return 0
+    if args == ["--check"]:
+        bad = unplantable(MUTATIONS)
+        print("\n".join(bad) or f"all {len(MUTATIONS)} bugs can be planted")
+        return 1 if bad else 0
     wanted = args[0] if args else ""
     chosen = [m for m in MUTATIONS if wanted in m[0]]
     if not chosen:
         sys.exit(f"no mutation's name contains '{wanted}' (--list shows them)")
+    bad = unplantable(chosen)
+    if bad:
+        sys.exit("\n".join(bad))
     if not (BUILD / "CMakeCache.txt").exists():
         sys.exit("no configured build/: run scripts/build.sh first")
     started, load_at_start = time.monotonic(), load()
