@@ -58,8 +58,8 @@ protected:
     virtual void add_output(json& out, const Choice& c) const = 0;
 
     Choice& choice(const JobEvent& e) { return choices_.at(size_t(e.choice)); }
-    // A chunk's envelope; with include_usage it carries "usage": null.
-    json chunk_envelope() const { return envelope(ids_, chunk_object_, include_usage_); }
+    // A chunk's envelope (no usage until the usage chunk).
+    json chunk_envelope() const { return envelope(ids_, chunk_object_); }
 
     ResponseIds ids_;
     const char* object_;

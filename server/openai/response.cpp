@@ -30,13 +30,12 @@ const char* finish_reason_name(FinishReason reason) {
     return "stop";
 }
 
-json envelope(const ResponseIds& ids, const char* object, bool usage_null) {
+json envelope(const ResponseIds& ids, const char* object) {
     json j = {{"id", ids.id},
               {"object", object},
               {"created", ids.created},
               {"model", ids.model},
               {"system_fingerprint", ids.fingerprint}};
-    if (usage_null) j["usage"] = nullptr;
     return j;
 }
 

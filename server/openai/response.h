@@ -48,8 +48,9 @@ std::unique_ptr<Responder> make_responder(const GenerationRequest& request, cons
 
 const char* finish_reason_name(FinishReason reason);
 // {id, object, created, model, system_fingerprint} of a completion, chat completion or chunk;
-// chunks of a stream with include_usage also carry "usage": null.
-json envelope(const ResponseIds& ids, const char* object, bool usage_null = false);
+// No "usage" in stream chunks: the schema's usage is an object, present once known (the
+// usage chunk at the end, ../shared/data/openai-openapi.json CreateChatCompletionStreamResponse).
+json envelope(const ResponseIds& ids, const char* object);
 // The end of a completions/chat stream: the usage chunk (choices: []) if asked for, then [DONE].
 std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage);
 json usage_json(const Usage& u);

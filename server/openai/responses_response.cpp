@@ -219,10 +219,10 @@ private:
                   {"output", output},
                   {"previous_response_id", nullptr},
                   {"store", false},
-                  {"truncation", "disabled"},
-                  {"usage", nullptr}};
+                  {"truncation", "disabled"}};
         for (auto it = echo_.begin(); it != echo_.end(); ++it) r[it.key()] = it.value();
         if (std::string(status) == "incomplete") r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+        // usage is an object or absent (the schema's Response.usage): absent until the end.
         if (done_) {
             r["usage"] = {{"input_tokens", usage_.prompt_tokens},
                           // cache_write_tokens: the prompt tokens evaluated for this request,

@@ -8,7 +8,7 @@ import path from 'node:path';
 import Ajv2020 from 'ajv/dist/2020.js';
 
 export const specPath = path.resolve(process.env.K3_SOURCE_DIR ?? '.', '..', 'shared', 'data', 'openai-openapi.json');
-let ajv = null;
+let ajv = null, schemas = null;
 
 function validator(name) {
   if (!ajv) {
@@ -23,18 +23,41 @@ function validator(name) {
       Object.values(s).forEach(walk);
     };
     walk(spec.components);
+    schemas = spec.components.schemas;
     ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
     ajv.addSchema({ $id: 'openai', components: spec.components }, 'openai');
   }
   return ajv.getSchema(`openai#/components/schemas/${name}`);
 }
 
+// For a union with a discriminator (ResponseStreamEvent: anyOf over some 50 events told apart by
+// `type`), the one member `value` claims to be, so that a failure names that member's rule
+// rather than the first three members' mismatches.
+function member(name, value) {
+  const s = schemas[name];
+  const prop = s?.discriminator?.propertyName;
+  if (!prop || !Array.isArray(s.anyOf ?? s.oneOf)) return name;
+  for (const ref of s.anyOf ?? s.oneOf) {
+    const m = ref.$ref?.split('/').pop();
+    const p = schemas[m]?.properties?.[prop];
+    if (p && (p.const === value?.[prop] || p.enum?.includes(value?.[prop]))) return m;
+  }
+  throw new Error(`${name}: no member with ${prop} ${JSON.stringify(value?.[prop])}`);
+}
+
 export const haveSpec = () => existsSync(specPath);
 
+// Throws, and says so on stderr too: inside the SDK's fetch a throw becomes a bare
+// 'Connection error.'.
 export function check(name, value) {
-  const v = validator(name);
-  if (!v) throw new Error(`no schema ${name} in ${specPath}`);
-  if (!v(value)) throw new Error(`${name}: ${JSON.stringify(v.errors.slice(0, 3))}\nvalue: ${JSON.stringify(value).slice(0, 2000)}`);
+  if (!validator(name)) throw new Error(`no schema ${name} in ${specPath}`);
+  const which = member(name, value);
+  const v = validator(which);
+  if (!v(value)) {
+    const e = new Error(`${which}: ${JSON.stringify(v.errors.slice(0, 3))}\nvalue: ${JSON.stringify(value).slice(0, 2000)}`);
+    console.error(`openapi.mjs: ${e.message}`);
+    throw e;
+  }
 }
 
 // Which schema the answers of a route follow, whole and streamed.

@@ -1,0 +1,54 @@
+// Every route's answers, whole and streamed, against OpenAI's published OpenAPI description
+// (../shared/data/openai-openapi.json, components.schemas), on the stock daemon and the tiny
+// random-weight model, through the openai SDK with openapi.mjs's validating fetch: chat (text,
+// a required tool call, both streamed too), completions, responses (whole and streamed, with a
+// function tool and a user), models, and an error.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startDaemon } from './daemon.mjs';
+import { validatingFetch, checked } from './openapi.mjs';
+
+let daemon, client;
+before(async () => {
+  daemon = await startDaemon('tiny');
+  client = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'unused', maxRetries: 0, fetch: validatingFetch() });
+});
+after(async () => { assert.equal(await daemon.stop(), 0); });
+
+const messages = [{ role: 'user', content: 'Weather in Paris?' }];
+const chatTools = [{ type: 'function', function: { name: 'get_weather', strict: true,
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false } } }];
+const drain = async (stream) => { for await (const _ of stream); };
+
+test('chat completions: text and a required call, whole and streamed', async () => {
+  const start = { ...checked };
+  await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 8, user: 'u1' });
+  await drain(await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 8, stream: true,
+    stream_options: { include_usage: true } }));
+  await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 120, tools: chatTools, tool_choice: 'required' });
+  await drain(await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 120, tools: chatTools,
+    tool_choice: 'required', stream: true }));
+  assert.equal(checked.answers - start.answers, 2);
+  assert.ok(checked.events - start.events >= 4);
+});
+
+test('completions, models and an error', async () => {
+  const start = checked.answers;
+  await client.completions.create({ model: 'k3', prompt: 'Hello', max_tokens: 8 });
+  await client.models.list();
+  await assert.rejects(client.chat.completions.create({ model: 'k3', messages: [], max_tokens: 8 }), /must not be empty/);
+  assert.equal(checked.answers - start, 3);
+});
+
+test('responses: whole and streamed, with a function tool and a user', async () => {
+  const start = { ...checked };
+  const tools = [{ type: 'function', name: 'get_weather', strict: true, parameters: chatTools[0].function.parameters }];
+  await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 16 });
+  await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 120, tools, tool_choice: 'required', user: 'u1' });
+  await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 16, stream: true }));
+  await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 120, tools,
+    tool_choice: 'required', stream: true }));
+  assert.equal(checked.answers - start.answers, 2);
+  assert.ok(checked.events - start.events >= 6);
+});
