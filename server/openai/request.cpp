@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "k3/error.h"
+#include "k3/grammar_shortest.h"
 #include "openai/fields.h"
 #include "openai/tools.h"
 #include "openai/response_format.h"
@@ -411,6 +412,7 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
             spdlog::debug("new turn left to tool_choice auto: {}", e.what());
         }
     }
+    const bool turn_forced = calls != nullptr;
     apply_tools(tools, options, r.params);
     // continue_final_message (vLLM's name): extend the last, assistant, message instead of
     // answering anew (the web UI's Continue of a stopped or truncated answer). The output then
@@ -432,6 +434,8 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     // A required or named tool call is enforced the same way (its grammar covers thinking itself).
     // (A forced call is only made for a turn's start, never with continue_final_message.)
     if (!calls) calls = tool_call_grammar(tools, reasoning_first);
+    // The fewest output tokens that hold the call the client asked for (0: none asked).
+    const int call_needs = calls && !turn_forced ? shortest_output(*calls) : 0;
     if (calls) {
         if (r.params.grammar)
             throw bad_request("tool_choice", "a required tool call and a 'response_format' cannot be combined",
@@ -449,6 +453,15 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
         max_param = "max_tokens";
     }
     check_lengths(r, limits, max_tokens, limits.n_ctx, max_param, "messages");
+    // A required or named call that the output limit cannot hold is refused now, with what it
+    // needs: generated, it would stop at the limit with no call (docs/api.md, "Tool calling").
+    // A call forced by --new-turn-tool-choice is not the client's request, so it is not refused.
+    if (r.params.max_tokens < call_needs)
+        throw bad_request(max_param,
+                          "the tool call that 'tool_choice' requires needs at least " + std::to_string(call_needs) +
+                              " output tokens (the shortest call of the offered tools), but the output limit is " +
+                              std::to_string(r.params.max_tokens) +
+                              (r.clamp.param.empty() ? "" : " (what the context leaves)"));
     return r;
 }
 

@@ -26,8 +26,8 @@ test('chat completions: text and a required call, whole and streamed', async () 
   await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 8, user: 'u1' });
   await drain(await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 8, stream: true,
     stream_options: { include_usage: true } }));
-  await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 120, tools: chatTools, tool_choice: 'required' });
-  await drain(await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 120, tools: chatTools,
+  await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 200, tools: chatTools, tool_choice: 'required' });
+  await drain(await client.chat.completions.create({ model: 'gpt-5', messages, max_tokens: 200, tools: chatTools,
     tool_choice: 'required', stream: true }));
   assert.equal(checked.answers - start.answers, 2);
   assert.ok(checked.events - start.events >= 4);
@@ -45,9 +45,9 @@ test('responses: whole and streamed, with a function tool and a user', async () 
   const start = { ...checked };
   const tools = [{ type: 'function', name: 'get_weather', strict: true, parameters: chatTools[0].function.parameters }];
   await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 16 });
-  await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 120, tools, tool_choice: 'required', user: 'u1' });
+  await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 200, tools, tool_choice: 'required', user: 'u1' });
   await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 16, stream: true }));
-  await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 120, tools,
+  await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 200, tools,
     tool_choice: 'required', stream: true }));
   assert.equal(checked.answers - start.answers, 2);
   assert.ok(checked.events - start.events >= 6);

@@ -73,8 +73,8 @@ ApiError refusal(const json& body) {
 json user(const json& content) { return {{"role", "user"}, {"content", content}}; }
 json assistant(const json& content) { return {{"role", "assistant"}, {"content", content}}; }
 json text(const std::string& t) { return {{"type", "text"}, {"text", t}}; }
-json body_of(const json& msgs) { return {{"model", "claude-x"}, {"max_tokens", 64}, {"messages", msgs}}; }
-json chat_of(const json& msgs) { return {{"model", "claude-x"}, {"max_completion_tokens", 64}, {"messages", msgs}, {"thinking", false}}; }
+json body_of(const json& msgs) { return {{"model", "claude-x"}, {"max_tokens", 512}, {"messages", msgs}}; }
+json chat_of(const json& msgs) { return {{"model", "claude-x"}, {"max_completion_tokens", 512}, {"messages", msgs}, {"thinking", false}}; }
 
 json weather_tool() {
     return {{"name", "get_weather"},
@@ -419,7 +419,7 @@ TEST_CASE("Messages request: the top-level fields, each refused alone when wrong
     b["top_k"] = 5;
     Parsed p = messages(b);
     CHECK(p.request.params.stop == std::vector<std::string>{"a", "b", "c", "d", "e"});
-    CHECK(p.request.params.max_tokens == 64);
+    CHECK(p.request.params.max_tokens == 512);
     CHECK(p.request.params.sampling.top_k == 5);
     CHECK(p.request.model == "claude-x");
     CHECK(p.request.endpoint == Endpoint::Messages);
