@@ -40,8 +40,6 @@ namespace k3::cli {
 
 namespace {
 
-constexpr int kExitCannotRun = 3;
-
 std::string usage() {
     return
                  "usage: k3serve doctor [MODEL_DIR | CONFIG.json] [options]\n"
@@ -430,7 +428,7 @@ int doctor_main(int argc, char** argv) {
         advise(r, !files.empty());
         if (o.json) print_json(r);
         else print_text(r);
-        return r.problems.empty() ? 0 : kExitCannotRun;
+        return r.problems.empty() ? 0 : kExitMachineLacks;
     });
 }
 

@@ -35,8 +35,6 @@ namespace k3::cli {
 
 namespace {
 
-constexpr int kExitNoSpace = 3;
-
 std::string usage() {
     return
                  "usage: k3serve download REPO DEST [options]\n"
@@ -427,7 +425,7 @@ int download(const DownloadOptions& o) {
         if (free_bytes < progress.total) {
             std::fprintf(stderr, "k3serve download: %s has %.2f GB free and the download needs %.2f GB more\n", dest.c_str(),
                          double(free_bytes) / 1e9, double(progress.total) / 1e9);
-            return kExitNoSpace;
+            return kExitMachineLacks;
         }
     }
 

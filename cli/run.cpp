@@ -21,6 +21,7 @@
 
 #include "cli/prefill_line.h"
 #include "k3/engine.h"
+#include "k3/sampler.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
@@ -118,13 +119,6 @@ Args parse_args(ArgList& args) {
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
     if (a.have_ids == a.have_prompt) throw Error(ErrorKind::Usage, "give exactly one of --ids, --prompt, --prompt-file");
     return a;
-}
-
-int32_t argmax(std::span<const float> logits) {
-    int32_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-        if (logits[i] > logits[size_t(best)]) best = int32_t(i);
-    return best;
 }
 
 int64_t peak_rss_bytes() {
@@ -296,7 +290,7 @@ int run(const Args& args) {
     auto clock = [] { return std::chrono::steady_clock::now(); };
     auto record = [&](std::chrono::steady_clock::time_point t0, const EngineStats& s0) {
         const EngineStats s1 = bytes_now();
-        const int32_t next = argmax(session->logits());
+        const int32_t next = greedy_token(session->logits());
         steps.push_back({next, std::chrono::duration<double>(clock() - t0).count(),
                          s1.trunk_bytes_read - s0.trunk_bytes_read, s1.expert_bytes_read - s0.expert_bytes_read});
         generated.push_back(next);

@@ -6,10 +6,17 @@ first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tm
   files per folder   .cpp/.h files in each folder of engine/, server/ and cli/
   include cycles     strongly connected components of the #include "..." graph, between files
                      and between folders (a folder cycle: two layers that include each other)
+  units and floors   a unit is a header with its .cpp; a unit's floor is 1 + the highest floor of
+                     the units of its own top folder (engine/, server/, cli/) it includes, 0 for
+                     one that includes none; the floors of a top folder are its highest + 1
+  upward includes    the facade `k3/engine.h` included from below it (engine/ outside api/: the
+                     engine's layers must not depend on what is built over them), or a folder of
+                     server/ including the server's root (the routes and the daemon's wiring)
   largest functions  the longest function bodies in engine/ and server/ (lines, from universal-ctags)
 
 --check (ctest `floor_plan`): exits 1 when there is an include cycle, between files or between
-folders, or when a public header (engine/include, cli/include) includes a private one.
+folders, when a public header (engine/include, cli/include) includes a private one, or when
+there is an upward include (only api/, cli/, server/ and tests include k3/engine.h).
 """
 import collections
 import os
@@ -106,6 +113,49 @@ def largest_functions(root, files, n):
     return sorted(rows, reverse=True)[:n]
 
 
+FACADE = "engine/include/k3/engine.h"
+# Who may include the facade: what is built over the engine (tests are not scanned here).
+FACADE_USERS = ("engine/api/", "engine/cli/", "cli/", "server/")
+
+
+def unit(f):
+    return os.path.splitext(f)[0]
+
+
+def floors(g, top):
+    """(units, floors) of the include graph between the units of one top folder."""
+    ug = collections.defaultdict(set)
+    for f, targets in g.items():
+        if not f.startswith(top + "/"):
+            continue
+        ug[unit(f)]
+        for t in targets:
+            if t.startswith(top + "/") and unit(t) != unit(f):
+                ug[unit(f)].add(unit(t))
+    floor = {}
+
+    def of(u):
+        if u not in floor:
+            floor[u] = 0  # a cycle (reported on its own) does not recurse for ever
+            floor[u] = 1 + max((of(v) for v in ug[u]), default=-1)
+        return floor[u]
+
+    return len(ug), (max(of(u) for u in ug) + 1) if ug else 0
+
+
+def upward_includes(g):
+    out = []
+    for f, targets in g.items():
+        for t in targets:
+            if t == FACADE and f.startswith("engine/") and not f.startswith(FACADE_USERS):
+                out.append(f"{f} -> {t}")
+            # a server subfolder including a file at server/'s root
+            if (f.startswith("server/") and os.path.dirname(f) != "server" and t.startswith("server/")
+                    and os.path.dirname(t) == "server"):
+                out.append(f"{f} -> {t}")
+    return sorted(out)
+
+
 def is_public(f):
     return f.startswith("engine/include/") or f.startswith("cli/include/")
 
@@ -138,8 +188,16 @@ def main(argv):
     print(f"public headers that include a private one: {len(leaks)}")
     for leak in leaks:
         print("  " + leak)
+    upward = upward_includes(g)
+    print(f"upward includes: {len(upward)}")
+    for u in upward:
+        print("  " + u)
+    for top in SOURCE_DIRS:
+        n_units, n_floors = floors(g, top)
+        if n_units:
+            print(f"{top}/: {n_units} units on {n_floors} floors")
     if check:
-        return 1 if file_cycles or folder_cycles or leaks else 0
+        return 1 if file_cycles or folder_cycles or leaks or upward else 0
     rows = largest_functions(root, files, 10)
     if rows is None:
         print("largest functions: universal-ctags is not installed (apt-get install universal-ctags)")

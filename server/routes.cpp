@@ -21,6 +21,7 @@
 #include "status.h"
 #include "k3/error.h"
 #include "web_assets.h"
+#include "k3/fnv1a.h"
 
 namespace k3::server {
 
@@ -52,8 +53,7 @@ bool is_figures_path(const std::string& path) { return path == "/metrics" || pat
 
 // FNV-1a of an embedded file, as a strong ETag (computed once per file).
 std::string etag_of(const WebAsset& asset) {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char* p = asset.begin; p != asset.end; ++p) h = (h ^ *p) * 1099511628211ull;
+    const uint64_t h = Fnv1a().add(asset.begin, size_t(asset.end - asset.begin)).value();
     char buf[24];
     std::snprintf(buf, sizeof buf, "\"%016llx\"", (unsigned long long)h);
     return buf;

@@ -13,6 +13,7 @@
 #include "store/shard_readahead.h"
 #include "model/state.h"
 #include "k3/error.h"
+#include "k3/fnv1a.h"
 
 namespace k3 {
 
@@ -43,19 +44,10 @@ const Kernels& choose_kernels(std::string name) {
     throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
 }
 
-struct Fnv {
-    uint64_t h = 1469598103934665603ull;
-    void add(const void* p, size_t n) {
-        const auto* b = static_cast<const uint8_t*>(p);
-        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    }
-    void add(const std::string& s) { add(s.data(), s.size()); }
-};
-
 }  // namespace
 
 std::string checkpoint_fingerprint(const Checkpoint& ckpt) {
-    Fnv f;
+    Fnv1a f;
     std::ifstream cfg(ckpt.dir / "config.json", std::ios::binary);
     f.add(std::string(std::istreambuf_iterator<char>(cfg), {}));
     for (const ShardInfo& s : ckpt.directory.shards()) {
@@ -66,7 +58,7 @@ std::string checkpoint_fingerprint(const Checkpoint& ckpt) {
         f.add(header);
     }
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016" PRIx64, f.h);
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, f.value());
     return hex;
 }
 

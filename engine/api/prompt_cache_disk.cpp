@@ -13,6 +13,7 @@
 #include "io/write_file.h"
 #include "k3/error.h"
 #include "store/trunk_pack.h"  // io::run_checksum
+#include "k3/fnv1a.h"
 
 namespace k3 {
 
@@ -67,13 +68,9 @@ std::span<const uint8_t> bytes_of(const std::vector<T>& v) {
 
 std::vector<uint64_t> prefix_hashes(std::span<const int32_t> tokens) {
     std::vector<uint64_t> out(tokens.size() + 1);
-    uint64_t h = 1469598103934665603ull;
-    out[0] = h;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        uint32_t t = uint32_t(tokens[i]);
-        for (int b = 0; b < 4; ++b, t >>= 8) h = (h ^ (t & 0xffu)) * 1099511628211ull;
-        out[i + 1] = h;
-    }
+    Fnv1a h;
+    out[0] = h.value();
+    for (size_t i = 0; i < tokens.size(); ++i) out[i + 1] = h.add_u32_le(uint32_t(tokens[i])).value();
     return out;
 }
 

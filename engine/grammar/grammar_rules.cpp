@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "k3/error.h"
+#include "k3/fnv1a.h"
 #include "k3/grammar.h"
 
 namespace k3::grammar {
@@ -145,10 +146,8 @@ GrammarRules GrammarBuilder::finish(int32_t root) {
     g.specials = std::move(specials_);
     g.root = root;
     // FNV-1a over everything that defines the language (names are only labels).
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&](const void* data, size_t n) {
-        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
-    };
+    Fnv1a h;
+    auto mix = [&](const void* data, size_t n) { h.add(data, n); };
     for (const Symbol& s : g.symbols) mix(&s.kind, 1), mix(&s.index, sizeof s.index);
     for (const auto& starts : g.rule_starts) {
         mix(starts.data(), starts.size() * sizeof(int32_t));
@@ -157,7 +156,7 @@ GrammarRules GrammarBuilder::finish(int32_t root) {
     for (const auto& set : g.byte_sets) mix(set.bits.data(), sizeof set.bits);
     for (const auto& sp : g.specials) mix(sp.data(), sp.size() + 1);
     mix(&g.root, sizeof g.root);
-    g.fingerprint = h;
+    g.fingerprint = h.value();
     return g;
 }
 

@@ -33,14 +33,14 @@ bool by_prob_desc(const std::pair<float, int32_t>& a, const std::pair<float, int
     return a.first != b.first ? a.first > b.first : a.second < b.second;
 }
 
-int32_t argmax(std::span<const float> logits) {
-    int32_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-        if (logits[i] > logits[best] || std::isnan(logits[best])) best = static_cast<int32_t>(i);
-    return best;
-}
-
 }  // namespace
+
+int32_t greedy_token(std::span<const float> logits) {
+    int32_t best = -1;
+    for (size_t i = 0; i < logits.size(); ++i)
+        if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[size_t(best)])) best = int32_t(i);
+    return best < 0 ? 0 : best;
+}
 
 std::string validate(const SamplingParams& p) {
     if (!(p.temperature >= 0.0f && p.temperature <= kMaxTemperature))
@@ -81,14 +81,14 @@ double Sampler::next_uniform() {
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) throw Error(ErrorKind::Usage, "sampling: empty logits");
-    if (params_.temperature == 0.0f) return argmax(logits);
+    if (params_.temperature == 0.0f) return greedy_token(logits);
 
     // Probabilities exp(logit/T - max), unnormalised; NaN and -inf get 0.
     const float inv_t = 1.0f / params_.temperature;
     float max_scaled = -std::numeric_limits<float>::infinity();
     for (float l : logits)
         if (l * inv_t > max_scaled) max_scaled = l * inv_t;
-    if (!std::isfinite(max_scaled)) return argmax(logits);
+    if (!std::isfinite(max_scaled)) return greedy_token(logits);
     scratch_.resize(logits.size());
     double total = 0;
     for (size_t i = 0; i < logits.size(); ++i) {
@@ -154,7 +154,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     // Rounding left r at the very end: the last candidate with any mass.
     for (size_t i = keep; i-- > 0;)
         if (scratch_[i].first > 0) return scratch_[i].second;
-    return argmax(logits);
+    return greedy_token(logits);
 }
 
 float Sampler::logprob(std::span<const float> logits, int32_t id) const {

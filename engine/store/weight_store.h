@@ -11,9 +11,9 @@
 #include <string>
 
 #include "weights/checkpoint.h"
-#include "k3/engine.h"
 #include "k3/options.h"
 #include "k3/status.h"
+#include "k3/weights_load.h"
 
 namespace k3::io {
 struct MemoryPlan;
@@ -72,7 +72,7 @@ public:
     virtual const uint8_t* peek_layer(int /*il*/) { return nullptr; }
 
     virtual WeightStoreStats stats() const = 0;
-    // How far the load has come (k3/engine.h); any thread may ask.
+    // How far the load has come (k3/weights_load.h); any thread may ask.
     virtual WeightsLoad weights_load() const { return {}; }
     // Waits until a background load has read everything: its first failure, or Ok.
     virtual Status finish_load() { return Status::Ok(); }

@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "synthetic/vocab.h"
 #include "util/check.h"
+#include "k3/fnv1a.h"
 
 namespace k3 {
 
@@ -26,12 +27,6 @@ struct SplitMix64 {
         return z ^ (z >> 31);
     }
 };
-
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-}
 
 bool ends_with(std::string_view s, std::string_view tail) {
     return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;

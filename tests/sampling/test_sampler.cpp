@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -86,6 +87,19 @@ TEST_CASE("greedy is the default and picks the lowest id among equal maxima") {
     CHECK(s.sample(tie) == 1);
     std::vector<float> with_nan = {NAN, 2.0f, 1.0f};
     CHECK(s.sample(with_nan) == 1);
+}
+
+TEST_CASE("greedy_token: NaN never wins over a number, ties go to the lowest id, -inf is a number") {
+    const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+    CHECK(greedy_token(std::vector<float>{nan, 1.0f, 2.0f, 2.0f}) == 2);  // a NaN first does not stick
+    CHECK(greedy_token(std::vector<float>{1.0f, nan, 0.5f}) == 0);        // a NaN later is skipped
+    CHECK(greedy_token(std::vector<float>{nan, nan, nan}) == 0);
+    CHECK(greedy_token(std::vector<float>{nan, -inf, -inf}) == 1);
+    CHECK(greedy_token(std::vector<float>{}) == 0);
+    CHECK(greedy_token(std::vector<float>{-1.0f, inf, inf, nan}) == 1);
+    // The sampler's greedy choice is this one, NaN included.
+    Sampler greedy(SamplingParams{});
+    CHECK(greedy.sample(std::vector<float>{nan, 1.0f, 3.0f, 3.0f}) == 2);
 }
 
 TEST_CASE("out-of-range parameters are refused with the parameter and range") {

@@ -14,6 +14,7 @@
 #include "k3/image.h"
 #include "k3/options.h"
 #include "k3/status.h"
+#include "k3/weights_load.h"
 
 namespace k3 {
 
@@ -71,17 +72,6 @@ struct EngineStats {
     int64_t prompt_cache_disk_bytes = 0;         // on disk now
     int64_t prompt_cache_disk_budget = 0;
     int prompt_cache_disk_files = 0;
-};
-
-// How far the weights are read. With everything resident and background loading, Engine::load
-// returns once the trunk is in memory and the routed experts go on loading behind it: loaded
-// reaches total when they are all in. Stores that read on demand (a memory budget) report 0 / 0.
-struct WeightsLoad {
-    int64_t loaded_bytes = 0;
-    int64_t total_bytes = 0;
-    int64_t failures = 0;  // pieces whose read failed (a step needing one fails with its IoError)
-    std::string first_failure;  // the first one's message (file and offset)
-    bool complete() const { return loaded_bytes >= total_bytes; }
 };
 
 // One cached prompt state (Engine::prompt_cache_entries), most recently used first.

@@ -25,6 +25,10 @@ private:
     ErrorKind kind_;
 };
 
+// Exit code 3, one meaning: this machine lacks what the task needs (doctor: it cannot run the
+// model; download: the destination has too little free disk). Nothing was changed.
+constexpr int kExitMachineLacks = 3;
+
 // The exit code a subcommand returns for an error of this kind.
 inline int exit_code_for(ErrorKind kind) {
     switch (kind) {

@@ -18,6 +18,11 @@ struct SamplingParams {
     uint64_t seed = 0;
 };
 
+// The greedy choice, for the sampler at temperature 0 and for `k3serve run`: the largest
+// logit, the lowest id among equal ones; NaN never wins over a number (a row of NaN, or an
+// empty one, gives 0). -inf is a number: a row of -inf and NaN gives the first -inf.
+int32_t greedy_token(std::span<const float> logits);
+
 // Empty when valid, otherwise a message naming the parameter and its allowed range.
 std::string validate(const SamplingParams& params);
 
