@@ -39,7 +39,8 @@ def sources(root):
 
 def resolve(root, including, name):
     """The file an #include "name" means: next to the includer, then the include roots."""
-    bases = [os.path.dirname(including), "engine", "engine/include", "cli/include", "server", "."]
+    # (engine/cli/include: where k3/cli.h was before cli/ left engine/, for measuring old commits)
+    bases = [os.path.dirname(including), "engine", "engine/include", "cli/include", "engine/cli/include", "server", "."]
     for b in bases:
         p = os.path.normpath(os.path.join(b, name))
         if os.path.isfile(os.path.join(root, p)):
@@ -157,7 +158,7 @@ def upward_includes(g):
 
 
 def is_public(f):
-    return f.startswith("engine/include/") or f.startswith("cli/include/")
+    return f.startswith(("engine/include/", "cli/include/", "engine/cli/include/"))
 
 
 def main(argv):
