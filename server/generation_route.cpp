@@ -1,0 +1,209 @@
+#include "generation_route.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "anthropic/messages.h"
+#include "http/connection_probe.h"
+#include "openai/json_body.h"
+#include "openai/response.h"
+#include "route_reply.h"
+
+namespace k3::server {
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+// Everything one generation request needs while it streams: the job, the Responder that shapes
+// what the client sees, and the events received before streaming began.
+}  // namespace
+
+struct Exchange {
+    std::shared_ptr<Job> job;
+    std::unique_ptr<Responder> responder;
+    ConnectionProbe probe;
+    std::optional<Clock::time_point> deadline;
+    std::vector<JobEvent> pending;    // received before streaming began
+
+    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const httplib::Request& req)
+        : job(std::move(j)), responder(std::move(r)), probe(req.remote_addr, req.remote_port, req.local_port),
+          deadline(job->deadline) {}
+
+    // The client left, or the deadline passed: tell the worker (the worker answers the deadline).
+    bool check_client() {
+        if (probe.gone()) {
+            job->request_cancel(CancelReason::ClientGone);
+            return false;
+        }
+        if (deadline && Clock::now() >= *deadline) job->request_cancel(CancelReason::Deadline);
+        return true;
+    }
+};
+
+void GenerationRoute::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    if (state_.phase.load() == Phase::Draining) {
+        state_.metrics.count_request(RequestOutcome::RejectedShutdown);
+        throw shutting_down_error();
+    }
+    json body = parse_json_body(req.body, json_limits(state_));
+    GenerationRequest g;
+    IgnoredFields ignored;
+    {
+        IgnoredFieldsScope scope(ignored);
+        switch (endpoint) {
+            case Endpoint::Completions: g = parse_completion_request(body, *state_.tokenizer, state_.limits, req.body); break;
+            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state_.tokenizer, state_.limits, req.body); break;
+            case Endpoint::Responses: g = parse_responses_request(body, *state_.tokenizer, state_.limits, req.body); break;
+            case Endpoint::Messages: g = parse_messages_request(body, *state_.tokenizer, state_.limits, req.body); break;
+        }
+    }
+    report_tolerance(req, res, g, ignored);
+    std::unique_ptr<Responder> responder = make_responder(g, state_.info.fingerprint);
+    auto job = std::make_shared<Job>();
+    job->id = state_.next_job_id++;
+    job->prompt = std::move(g.prompt);
+    job->params = std::move(g.params);
+    if (config().deadline_s > 0)
+        job->deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(config().deadline_s));
+    auto ex = std::make_shared<Exchange>(job, std::move(responder), req);
+
+    switch (state_.queue.push(job)) {
+        case JobQueue::PushResult::Ok: break;
+        case JobQueue::PushResult::Full:
+            state_.metrics.count_request(RequestOutcome::RejectedFull);
+            throw queue_full_error(state_.queue.capacity());
+        case JobQueue::PushResult::Closed:
+            state_.metrics.count_request(RequestOutcome::RejectedShutdown);
+            throw shutting_down_error();
+    }
+    if (g.stream)
+        stream(req, ex, res);
+    else
+        respond_whole(req, ex, res);
+}
+
+// What the tolerance policy did to this request (openai/fields.h), told to the operator (the
+// log, /metrics) and to the client (response headers).
+void GenerationRoute::report_tolerance(const httplib::Request& req, httplib::Response& res,
+                                       const GenerationRequest& g, const IgnoredFields& ignored) {
+    state_.metrics.count_ignored(ignored.fields.size(), ignored.tools.size());
+    auto joined = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+        return out;
+    };
+    if (!ignored.fields.empty()) spdlog::debug("{} {}: ignored unknown fields: {}", req.method, req.path, joined(ignored.fields));
+    if (!ignored.tools.empty()) {
+        spdlog::info("{} {}: left out tools this server cannot run: {}", req.method, req.path, joined(ignored.tools));
+        res.set_header("X-K3-Ignored-Tools", joined(ignored.tools));
+    }
+    if (!g.clamp.param.empty()) {
+        state_.metrics.count_max_tokens_clamped();
+        spdlog::info("{} {}: {} {} lowered to {}, what the context leaves", req.method, req.path, g.clamp.param,
+                     g.clamp.asked, g.clamp.granted);
+        res.set_header("X-K3-Max-Tokens-Clamped",
+                       g.clamp.param + "=" + std::to_string(g.clamp.asked) + "; granted=" + std::to_string(g.clamp.granted));
+    }
+}
+
+// Non-streaming: collect everything, answer once. A client that leaves cancels the job.
+void GenerationRoute::respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+    // counted like a stream, so a shutdown waits for this answer too
+    ++state_.open_streams;
+    struct Closed {
+        std::atomic<int>& n;
+        ~Closed() { --n; }
+    } closed{state_.open_streams};
+    for (;;) {
+        for (auto& e : ex->job->channel->pop_all(kPollInterval)) {
+            if (e.kind == JobEvent::Kind::Error) {
+                ex->job->channel->close();
+                send_error(req, res, api_error(e.failure));
+                return;
+            }
+            ex->responder->collect(e);
+            if (e.ends_job()) {
+                ex->job->channel->close();
+                send_json(res, 200, ex->responder->body());
+                return;
+            }
+        }
+        if (!ex->check_client()) {
+            ex->job->channel->close();
+            res.status = 499;  // nobody reads it
+            return;
+        }
+    }
+}
+
+// Streaming: wait briefly for the first event so that an early error is a plain HTTP error;
+// after that (or after the first ping interval) commit to 200 + SSE.
+void GenerationRoute::stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+    // Counted from here (not from the commit), so a shutdown that cancels the job before its
+    // first event still waits for this handler to answer.
+    ++state_.open_streams;
+    auto commit_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(config().sse_ping_s));
+    while (ex->pending.empty() && Clock::now() < commit_at) {
+        ex->pending = ex->job->channel->pop_all(kPollInterval);
+        if (!ex->check_client()) {
+            ex->job->channel->close();
+            res.status = 499;
+            --state_.open_streams;
+            return;
+        }
+    }
+    if (!ex->pending.empty() && ex->pending.front().kind == JobEvent::Kind::Error) {
+        ex->job->channel->close();
+        send_error(req, res, api_error(ex->pending.front().failure));
+        --state_.open_streams;
+        return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    double ping_s = config().sse_ping_s;
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [ex, ping_s](size_t, httplib::DataSink& sink) {
+            // (an empty write would end httplib's chunked stream: skip it)
+            auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+            bool ok = write(ex->responder->stream_start());
+            auto last_write = Clock::now();
+            while (ok) {
+                std::vector<JobEvent> events = std::move(ex->pending);
+                ex->pending.clear();
+                if (events.empty()) events = ex->job->channel->pop_all(kPollInterval);
+                for (const auto& e : events) {
+                    if (e.kind == JobEvent::Kind::Error) {
+                        write(ex->responder->stream_error(api_error(e.failure)));
+                        sink.done();
+                        return true;
+                    }
+                    ok = ok && write(ex->responder->stream_event(e));
+                    if (e.ends_job()) {
+                        if (ok) sink.done();
+                        return ok;
+                    }
+                    last_write = Clock::now();
+                }
+                if (ok && events.empty() &&
+                    std::chrono::duration<double>(Clock::now() - last_write).count() >= ping_s) {
+                    ok = write(ex->responder->keep_alive());
+                    last_write = Clock::now();
+                }
+                if (ok && !ex->check_client()) ok = false;
+            }
+            ex->job->request_cancel(CancelReason::ClientGone);
+            return false;
+        },
+        [ex, this](bool success) {
+            if (!success) ex->job->request_cancel(CancelReason::ClientGone);
+            ex->job->channel->close();
+            --state_.open_streams;
+        });
+}
+
+}  // namespace k3::server

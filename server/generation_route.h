@@ -1,0 +1,35 @@
+// The generation routes (POST /v1/completions, /v1/chat/completions, /v1/responses,
+// /v1/messages): the body is parsed and validated on the HTTP thread, a Job is queued for the
+// worker, and its events are answered whole or streamed as SSE while the client is watched
+// (docs/architecture.md "A request's way").
+#pragma once
+#include <httplib.h>
+
+#include <memory>
+
+#include "openai/fields.h"
+#include "openai/request.h"
+#include "server_state.h"
+
+namespace k3::server {
+
+struct Exchange;
+
+class GenerationRoute {
+public:
+    explicit GenerationRoute(ServerState& s) : state_(s) {}
+
+    void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+
+private:
+    void report_tolerance(const httplib::Request& req, httplib::Response& res, const GenerationRequest& g,
+                          const IgnoredFields& ignored);
+    void respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+    void stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+
+    const DaemonConfig& config() const { return state_.config; }
+
+    ServerState& state_;
+};
+
+}  // namespace k3::server
