@@ -23,6 +23,10 @@
 #include <tuple>
 #include <vector>
 
+#include "http/query_string.h"
+#include "http/response_writer.h"
+#include "http/socket_address.h"
+
 namespace k3::server {
 
 namespace {
@@ -31,100 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 Clock::time_point after(double seconds) {
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-const char* reason_phrase(int status) {
-    switch (status) {
-        case 100: return "Continue";
-        case 200: return "OK";
-        case 204: return "No Content";
-        case 400: return "Bad Request";
-        case 401: return "Unauthorized";
-        case 403: return "Forbidden";
-        case 404: return "Not Found";
-        case 405: return "Method Not Allowed";
-        case 408: return "Request Timeout";
-        case 413: return "Content Too Large";
-        case 414: return "URI Too Long";
-        case 415: return "Unsupported Media Type";
-        case 417: return "Expectation Failed";
-        case 431: return "Request Header Fields Too Large";
-        case 499: return "Client Closed Request";
-        case 500: return "Internal Server Error";
-        case 501: return "Not Implemented";
-        case 503: return "Service Unavailable";
-        case 504: return "Gateway Timeout";
-        case 505: return "HTTP Version Not Supported";
-        default: return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
-    }
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-std::string percent_decode(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
-            out.push_back(char(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2])));
-            i += 2;
-        } else {
-            out.push_back(s[i] == '+' ? ' ' : s[i]);
-        }
-    }
-    return out;
-}
-
-void parse_query(const std::string& query, httplib::Params& params) {
-    size_t pos = 0;
-    while (pos < query.size()) {
-        size_t amp = query.find('&', pos);
-        if (amp == std::string::npos) amp = query.size();
-        std::string pair = query.substr(pos, amp - pos);
-        size_t eq = pair.find('=');
-        if (!pair.empty())
-            params.emplace(percent_decode(pair.substr(0, eq)), eq == std::string::npos ? "" : percent_decode(pair.substr(eq + 1)));
-        pos = amp + 1;
-    }
-}
-
-void peer_address(int fd, bool local, std::string& addr, int& port) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    int rc = local ? getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len)
-                   : getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    if (rc != 0) return;
-    char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
-    if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
-        addr = host;
-        port = std::atoi(serv);
-    }
-}
-
-// Writes all of `data`, waiting at most `timeout_s` for the client to make room each time.
-bool write_all(int fd, const char* data, size_t size, double timeout_s) {
-    while (size > 0) {
-        ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            data += n;
-            size -= size_t(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            pollfd p{fd, POLLOUT, 0};
-            int rc = ::poll(&p, 1, int(timeout_s * 1000));
-            if (rc <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
-            continue;
-        }
-        return false;
-    }
-    return true;
 }
 
 thread_local CurrentConnection* t_current = nullptr;
@@ -587,7 +497,7 @@ struct HttpServer::Impl {
         if (logger) logger(req, res);
 
         bool keep = p.keep_alive && running.load();
-        bool ok = write_response(c, p.version_minor, req.method == "HEAD", res, keep);
+        bool ok = write_response(c.fd, p.version_minor, req.method == "HEAD", res, keep, options.write_timeout_s, current);
         t_current = nullptr;
         return ok && keep;
     }
@@ -611,69 +521,6 @@ struct HttpServer::Impl {
             res.status = 500;
             if (exception_handler) exception_handler(req, res, std::current_exception());
         }
-    }
-
-    std::string response_head(const Response& res, int version_minor, bool chunked, size_t length, bool keep) {
-        std::string head = std::string(version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(res.status) + " " +
-                           reason_phrase(res.status) + "\r\n";
-        for (const auto& [k, v] : res.headers) {
-            // Values are ours, but never let a CR/LF split a header.
-            if (k.find_first_of("\r\n") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) continue;
-            head += k + ": " + v + "\r\n";
-        }
-        if (chunked) head += "Transfer-Encoding: chunked\r\n";
-        else if (length != size_t(-1)) head += "Content-Length: " + std::to_string(length) + "\r\n";
-        head += keep ? (version_minor == 0 ? "Connection: keep-alive\r\n" : "") : "Connection: close\r\n";
-        head += "\r\n";
-        return head;
-    }
-
-    bool write_response(Connection& c, int version_minor, bool head_only, Response& res, bool& keep) {
-        double timeout = options.write_timeout_s;
-        if (!res.content_provider_) {
-            std::string out = response_head(res, version_minor, false, res.body.size(), keep);
-            t_current->committed = true;
-            if (!head_only) out += res.body;
-            return write_all(c.fd, out.data(), out.size(), timeout);
-        }
-        // A streamed body: chunked for HTTP/1.1; an HTTP/1.0 client cannot decode chunks, so it
-        // gets the raw bytes and the end of the body is the end of the connection. HEAD gets
-        // the head alone.
-        bool chunked = version_minor == 1;
-        if (head_only) {
-            std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
-            t_current->committed = true;
-            res.content_provider_success_ = false;
-            return write_all(c.fd, head.data(), head.size(), timeout);
-        }
-        if (!chunked) keep = false;
-        std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
-        t_current->committed = true;
-        bool ok = write_all(c.fd, head.data(), head.size(), timeout);
-        bool done = false;
-        size_t offset = 0;
-        httplib::DataSink sink;
-        sink.write = [&](const char* d, size_t n) {
-            if (!ok || n == 0) return ok;
-            if (chunked) {
-                char size_line[32];
-                int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", n);
-                ok = write_all(c.fd, size_line, size_t(len), timeout) && write_all(c.fd, d, n, timeout) &&
-                     write_all(c.fd, "\r\n", 2, timeout);
-            } else {
-                ok = write_all(c.fd, d, n, timeout);
-            }
-            offset += n;
-            return ok;
-        };
-        sink.done = [&] { done = true; };
-        sink.is_writable = [&] { return ok; };
-        while (ok && !done) {
-            if (!res.content_provider_(offset, 0, sink)) ok = false;
-        }
-        if (ok && chunked) ok = write_all(c.fd, "0\r\n\r\n", 5, timeout);
-        res.content_provider_success_ = ok;
-        return ok;
     }
 };
 
@@ -706,23 +553,7 @@ ConnectionFigures HttpServer::connection_figures() const {
 }
 
 int HttpServer::bind(const std::string& host, int port) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return -1;
-    int fd = -1;
-    for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-            ::close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
+    const int fd = listen_socket(host, port);
     if (fd < 0) return -1;
     impl_->listen_fd = fd;
     std::string addr;

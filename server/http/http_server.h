@@ -1,4 +1,4 @@
-// HttpServer: the daemon's HTTP/1.1 connection model (issue 10). Debian 12 ships cpp-httplib
+// HttpServer: the daemon's HTTP/1.1 connection model. Debian 12 ships cpp-httplib
 // 0.11, which gives each connection a pool thread for its whole life, has only a per-recv read
 // timeout (no deadline for a request head or body), no cap on header count or unterminated
 // lines, and inflates gzip bodies before the size cap applies. So httplib is used here for its
