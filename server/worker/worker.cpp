@@ -15,6 +15,7 @@
 #include "k3/sampler.h"
 #include "worker/prompt_lookup.h"
 #include "worker/stop_matcher.h"
+#include "worker/token_output.h"
 
 namespace k3::server {
 
@@ -27,61 +28,6 @@ constexpr size_t kInterleavedPrefillTokens = 64;
 constexpr auto kBoardInterval = std::chrono::milliseconds(200);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Natural-log probabilities of the model's distribution (temperature 1, before any sampling
-// filter): the chosen token and the `n_top` most likely ones.
-TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int n_top, const Tokenizer& tok) {
-    float max_logit = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (float l : logits) sum += std::exp(double(l) - max_logit);
-    double log_z = max_logit + std::log(sum);
-    TokenLogprob out;
-    out.id = id;
-    out.text = std::string(tok.token_bytes(id));
-    out.logprob = float(double(logits[size_t(id)]) - log_z);
-    if (n_top > 0) {
-        std::vector<int32_t> ids(logits.size());
-        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
-        size_t k = std::min(ids.size(), size_t(n_top));
-        std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](int32_t a, int32_t b) {
-            return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
-        });
-        for (size_t i = 0; i < k; ++i)
-            out.top.emplace_back(std::string(tok.token_bytes(ids[i])), float(double(logits[size_t(ids[i])]) - log_z));
-    }
-    return out;
-}
-
-// Text produced by one token: through the chat parser (reasoning + content) or the plain
-// UTF-8 stream decoder (completions).
-class OutputDecoder {
-public:
-    OutputDecoder(const Tokenizer& tok, const GenerationParams& p) : tok_(tok), skip_special_(p.skip_special) {
-        if (p.chat)
-            chat_.emplace(tok, p.thinking, p.tools);
-        else
-            plain_.emplace(tok);
-    }
-    ChatOutputParser::Delta push(int32_t id) {
-        if (chat_) return chat_->push(id);
-        ChatOutputParser::Delta d;
-        if (!(skip_special_ && tok_.is_special(id))) d.content = plain_->push(id);
-        return d;
-    }
-    ChatOutputParser::Delta flush() {
-        if (chat_) return chat_->flush();
-        ChatOutputParser::Delta d;
-        d.content = plain_->flush();
-        return d;
-    }
-    int tool_calls() const { return chat_ ? chat_->tool_calls() : 0; }
-
-private:
-    const Tokenizer& tok_;
-    bool skip_special_;
-    std::optional<ChatOutputParser> chat_;
-    std::optional<StreamDecoder> plain_;
-};
 
 JobEvent failure_event(FailureKind kind, const std::string& message, const Usage& usage) {
     JobEvent e;
