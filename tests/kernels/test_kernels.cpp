@@ -2,8 +2,8 @@
 // evaluation of the same formula. The reduction order is part of each kernel's definition
 // (kernel_sets.h), so the ISA sets must reproduce the reference bit for bit; the reference in
 // turn must sit within named tolerances of exact arithmetic. Also: matmul(T) == matvec per
-// token, row-split independence, determinism, MXFP4/E8M0 known values, bf16 conversions,
-// and the K3_KERNELS request logic.
+// token, row-split independence, determinism, MXFP4/E8M0 known values and bf16 conversions.
+// Which set runs (K3_KERNELS, availability): test_kernel_dispatch.cpp.
 #include <doctest/doctest.h>
 
 #include "common/skip.h"
@@ -610,46 +610,4 @@ TEST_CASE("blocked attention: tiles of any size give each query the bits of atte
             CHECK(same_bits(acc.data(), alone.data(), acc.size()));
         }
     }
-}
-
-TEST_CASE("K3_KERNELS requests: exact names honoured, others fall back") {
-    CHECK(std::string(kernels_for_request("scalar").name) == "scalar");
-    const Kernels& best = kernels_for_request(nullptr);
-    CHECK(std::string(kernels_for_request("").name) == best.name);
-    CHECK(std::string(kernels_for_request("bogus").name) == best.name);
-    if (avx2_kernels() != nullptr) {
-        CHECK(std::string(kernels_for_request("avx2").name) == "avx2");
-    } else {
-        CHECK(std::string(kernels_for_request("avx2").name) == "scalar");
-    }
-    if (avx512_kernels() != nullptr) {
-        CHECK(std::string(kernels_for_request("avx512").name) == "avx512");
-        CHECK(std::string(best.name) == "avx512");
-    } else {
-        CHECK(std::string(kernels_for_request("avx512").name) == (avx2_kernels() ? "avx2" : "scalar"));
-    }
-    if (neon_kernels() != nullptr) {
-        CHECK(std::string(kernels_for_request("neon").name) == "neon");
-        CHECK(std::string(best.name) == "neon");
-    } else {
-        CHECK(std::string(kernels_for_request("neon").name) == "scalar");
-    }
-    CHECK(&select_kernels() == &select_kernels());  // chosen once
-}
-
-// One case per SIMD set, skipped (reported to ctest as such) where the set is not built or the
-// CPU lacks it, so a machine that silently tested only part of the kernels shows it.
-TEST_CASE("the avx2 set is available on this machine (else the avx2 kernels are untested here)") {
-    if (!avx2_kernels()) K3_SKIP("avx2 kernel set not built or not supported by this CPU: its tests did not run");
-    CHECK(std::string(avx2_kernels()->name) == "avx2");
-}
-TEST_CASE("the avx512 set is available on this machine (else the avx512 kernels are untested here)") {
-    if (!avx512_kernels()) K3_SKIP("avx512 kernel set not built or not supported by this CPU: its tests did not run");
-    CHECK(std::string(avx512_kernels()->name) == "avx512");
-}
-// Only one of the x86 pair and neon can run on a machine; the cross-test (scripts/cross-test.sh)
-// runs this suite on aarch64 under emulation, where this case is the one that must pass.
-TEST_CASE("the neon set is available on this machine (else the neon kernels are untested here)") {
-    if (!neon_kernels()) K3_SKIP("neon kernel set not built (not an aarch64 build): its tests did not run");
-    CHECK(std::string(neon_kernels()->name) == "neon");
 }
