@@ -131,7 +131,7 @@ int serve_main(int argc, char** argv) {
         bool help = false;
         config = parse_daemon_config(argc, argv, &help);
         if (help) {
-            std::fputs(serve_usage(), stdout);
+            std::fputs(serve_usage().c_str(), stdout);
             return 0;
         }
     } catch (const Error& e) {

@@ -1,5 +1,6 @@
 // DaemonConfig: every setting of `k3serve serve`, from defaults < config file (JSON) <
 // environment (K3SERVE_HOST, K3SERVE_PORT, K3SERVE_API_KEY, K3SERVE_MODEL) < command line. The
+// settings themselves (key, flag, help, parsing) are one table, ops/daemon_settings.h; the
 // environment is read here and nowhere else. Bad values throw k3::Error(Usage/Config) naming the
 // flag or key, which serve_main turns into exit code 2.
 #pragma once
@@ -64,8 +65,8 @@ struct DaemonConfig {
     nlohmann::json to_json() const;
 };
 
-// The usage text of `k3serve serve --help`.
-const char* serve_usage();
+// The usage text of `k3serve serve --help` (its options from ops/daemon_settings.h).
+std::string serve_usage();
 
 // Parses argv (after the subcommand name). Sets *help when --help was given. Throws
 // k3::Error(Usage) for a bad flag, k3::Error(Config) for a bad config file.
