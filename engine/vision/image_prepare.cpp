@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "k3/error.h"
+#include "k3/fnv1a.h"
 #include "k3/image.h"
 #include "vision/image_decode.h"
 #include "vision/image_resize.h"
@@ -83,12 +84,6 @@ std::vector<uint8_t> to_rgb(const DecodedImage& im) {
     return rgb;
 }
 
-uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 }  // namespace
 
 PreparedImage prepare_image(std::span<const uint8_t> bytes, const ImageLimits& limits, const ImageSettings& s) {
@@ -114,11 +109,9 @@ PreparedImage prepare_image(std::span<const uint8_t> bytes, const ImageLimits& l
         }
 
     // The content key: the RGB the tower sees and everything that shaped it.
-    uint64_t h = 0xcbf29ce484222325ull;
     const int32_t key[] = {1, g.width, g.height, g.resized_width, g.resized_height, s.patch_size, s.merge,
                            s.in_patch_limit, s.patch_limit_on_one_side};
-    h = fnv1a(h, key, sizeof key);
-    out.content_hash = fnv1a(h, rgb.data(), rgb.size());
+    out.content_hash = Fnv1a().add(key, sizeof key).add(rgb.data(), rgb.size()).value();
     return out;
 }
 

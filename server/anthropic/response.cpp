@@ -12,6 +12,7 @@
 
 #include "anthropic/messages.h"
 #include "http/sse.h"
+#include "k3/fnv1a.h"
 
 namespace k3::server {
 
@@ -220,10 +221,8 @@ std::optional<std::string> unbase64(std::string_view in) {
 }
 
 std::string fnv_hex(const std::string& s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
     char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(s));
     return buf;
 }
 
