@@ -3,7 +3,8 @@
 // (kernel_sets.h), so the ISA sets must reproduce the reference bit for bit; the reference in
 // turn must sit within named tolerances of exact arithmetic. Also: matmul(T) == matvec per
 // token, row-split independence, determinism, MXFP4/E8M0 known values and bf16 conversions.
-// Which set runs (K3_KERNELS, availability): test_kernel_dispatch.cpp.
+// Which set runs (K3_KERNELS, availability): test_kernel_dispatch.cpp; blocked attention:
+// test_attend_block.cpp.
 #include <doctest/doctest.h>
 
 #include "common/skip.h"
@@ -14,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_sets.h"
 #include "kernels/kernel_sets.h"
 #include "kernels/kernels.h"
 
 using namespace k3;
+using namespace k3::test;
 
 namespace {
 
@@ -34,39 +37,6 @@ constexpr double kMaxRelErrKda = 2e-6;       // two passes of D-long chains, D <
 constexpr double kMaxRelErrAttention = 1e-6;  // softmax-weighted sums, relative to max |value|
 constexpr double kMaxNmse = 1e-10;            // normalised mean squared error of any output vector
 
-struct NamedSet {
-    std::string name;
-    const Kernels* k;
-};
-
-// Every kernel set this machine can run. A set it cannot run is reported as a skipped test case
-// of its own ("kernels: the avx512 set is available on this machine"), not only in a message.
-std::vector<NamedSet> all_sets() {
-    std::vector<NamedSet> sets{{"scalar", &scalar_kernels()}};
-    if (const Kernels* k = avx2_kernels()) {
-        sets.push_back({"avx2", k});
-    } else {
-        MESSAGE("avx2 kernel set skipped: not built or not supported by this CPU");
-    }
-    if (const Kernels* k = avx512_kernels()) {
-        sets.push_back({"avx512", k});
-    } else {
-        MESSAGE("avx512 kernel set skipped: not built or not supported by this CPU");
-    }
-    if (const Kernels* k = neon_kernels()) {
-        sets.push_back({"neon", k});
-    } else {
-        MESSAGE("neon kernel set skipped: not an aarch64 build");
-    }
-    return sets;
-}
-
-std::vector<float> random_floats(std::mt19937& rng, size_t n, float stddev = 1.0f) {
-    std::normal_distribution<float> dist(0.0f, stddev);
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(rng);
-    return v;
-}
 
 std::vector<uint16_t> random_bf16(std::mt19937& rng, size_t n) {
     std::vector<uint16_t> v(n);
@@ -91,7 +61,6 @@ double mxfp4_value(const uint8_t* packed, const uint8_t* scales, int64_t i) {
     return static_cast<double>(kE2M1[code]) * e8m0_to_float(scales[i / 32]);
 }
 
-bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 // Error figures of an output vector against fp64 truth. `scale[i]` is the per-element error
 // scale (sum of |terms|, or max |value|).
@@ -559,55 +528,5 @@ TEST_CASE("results do not depend on how rows are split, and repeat exactly") {
             }
         CHECK(same_bits(whole.data(), split.data(), T * rows));
         CHECK(same_bits(mwhole.data(), msplit.data(), T * rows));
-    }
-}
-
-// The blocked-attention contract (kernels.h): a query's result depends only on its own keys, so
-// the causal queries of a chunk folded in tiles of any size, each tile over the key blocks its
-// queries reach, give every query exactly attend_head's bits for its own n_pos (what one-token
-// decode computes). Checked for every set, with tiles that start mid-block and cross blocks.
-TEST_CASE("blocked attention: tiles of any size give each query the bits of attending alone") {
-    std::mt19937 rng(7);
-    const int dk = 37, dv = 33;  // tails in both widths
-    const int64_t ks = dk + 2, vs = dv + 3, n_q = 23, pos0 = 120;  // queries at positions 120..142
-    const int64_t n_rows = pos0 + n_q;
-    auto keys = random_floats(rng, size_t(n_rows * ks), 2.0f), vals = random_floats(rng, size_t(n_rows * vs));
-    auto Q = random_floats(rng, size_t(n_q * dk), 2.0f);
-    const float scale = 0.2f;
-    for (const NamedSet& set : all_sets()) {
-        CAPTURE(set.name);
-        const Kernels& k = *set.k;
-        std::vector<float> alone(size_t(n_q * dv)), scratch(size_t(16 * kAttendBlock));
-        for (int64_t i = 0; i < n_q; ++i)
-            attend_head(k, &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk, dv, scale,
-                        &alone[size_t(i * dv)], scratch.data());
-        if (&k != &scalar_kernels()) {  // and the scalar set's bits
-            std::vector<float> ref(size_t(n_q * dv));
-            for (int64_t i = 0; i < n_q; ++i)
-                attend_head(scalar_kernels(), &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk,
-                            dv, scale, &ref[size_t(i * dv)], scratch.data());
-            CHECK(same_bits(alone.data(), ref.data(), alone.size()));
-        }
-        for (int tile : {1, 2, 3, 4, 5, 8, 16}) {
-            CAPTURE(tile);
-            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
-            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
-                const int nq = int(std::min<int64_t>(tile, n_q - q0));
-                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
-                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
-                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
-                    int i0 = 0;
-                    while (n_keys[size_t(i0)] <= b0) ++i0;
-                    for (int i = i0; i < nq; ++i)
-                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
-                    k.attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)], &keys[size_t(b0 * ks)],
-                                   ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale, &m[size_t(q0 + i0)],
-                                   &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv, scratch.data());
-                }
-            }
-            for (int64_t i = 0; i < n_q; ++i)
-                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
-            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
-        }
     }
 }

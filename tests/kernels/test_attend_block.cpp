@@ -1,0 +1,64 @@
+// The blocked-attention contract (kernels.h), for every kernel set: attend_block over tiles of
+// queries and blocks of keys gives each query exactly what attending alone gives it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernel_test_sets.h"
+#include "kernels/kernels.h"
+
+using namespace k3;
+using namespace k3::test;
+
+// A query's result depends only on its own keys, so
+// the causal queries of a chunk folded in tiles of any size, each tile over the key blocks its
+// queries reach, give every query exactly attend_head's bits for its own n_pos (what one-token
+// decode computes). Checked for every set, with tiles that start mid-block and cross blocks.
+TEST_CASE("blocked attention: tiles of any size give each query the bits of attending alone") {
+    std::mt19937 rng(7);
+    const int dk = 37, dv = 33;  // tails in both widths
+    const int64_t ks = dk + 2, vs = dv + 3, n_q = 23, pos0 = 120;  // queries at positions 120..142
+    const int64_t n_rows = pos0 + n_q;
+    auto keys = random_floats(rng, size_t(n_rows * ks), 2.0f), vals = random_floats(rng, size_t(n_rows * vs));
+    auto Q = random_floats(rng, size_t(n_q * dk), 2.0f);
+    const float scale = 0.2f;
+    for (const NamedSet& set : all_sets()) {
+        CAPTURE(set.name);
+        const Kernels& k = *set.k;
+        std::vector<float> alone(size_t(n_q * dv)), scratch(size_t(16 * kAttendBlock));
+        for (int64_t i = 0; i < n_q; ++i)
+            attend_head(k, &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk, dv, scale,
+                        &alone[size_t(i * dv)], scratch.data());
+        if (&k != &scalar_kernels()) {  // and the scalar set's bits
+            std::vector<float> ref(size_t(n_q * dv));
+            for (int64_t i = 0; i < n_q; ++i)
+                attend_head(scalar_kernels(), &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk,
+                            dv, scale, &ref[size_t(i * dv)], scratch.data());
+            CHECK(same_bits(alone.data(), ref.data(), alone.size()));
+        }
+        for (int tile : {1, 2, 3, 4, 5, 8, 16}) {
+            CAPTURE(tile);
+            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
+            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
+                const int nq = int(std::min<int64_t>(tile, n_q - q0));
+                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
+                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
+                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
+                    int i0 = 0;
+                    while (n_keys[size_t(i0)] <= b0) ++i0;
+                    for (int i = i0; i < nq; ++i)
+                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
+                    k.attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)], &keys[size_t(b0 * ks)],
+                                   ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale, &m[size_t(q0 + i0)],
+                                   &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv, scratch.data());
+                }
+            }
+            for (int64_t i = 0; i < n_q; ++i)
+                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
+            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
+        }
+    }
+}
