@@ -21,7 +21,7 @@
 
 #include "cli/prefill_line.h"
 #include "k3/engine.h"
-#include "k3/sampler.h"
+#include "k3/next_token.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
@@ -286,11 +286,14 @@ int run(const Args& args) {
     std::vector<Step> steps;
     std::vector<int32_t> generated;
     Status status;
+    // The daemon's next-token step with its defaults: greedy, nothing adjusted, no grammar and
+    // no end token, so a run generates exactly --gen tokens (what the goldens script against).
+    NextToken chooser{NextTokenRules{}};
     auto bytes_now = [&] { return engine->stats(); };
     auto clock = [] { return std::chrono::steady_clock::now(); };
     auto record = [&](std::chrono::steady_clock::time_point t0, const EngineStats& s0) {
         const EngineStats s1 = bytes_now();
-        const int32_t next = greedy_token(session->logits());
+        const int32_t next = chooser.choose(session->logits(), args.gen - int(generated.size())).id;
         steps.push_back({next, std::chrono::duration<double>(clock() - t0).count(),
                          s1.trunk_bytes_read - s0.trunk_bytes_read, s1.expert_bytes_read - s0.expert_bytes_read});
         generated.push_back(next);

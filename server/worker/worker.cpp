@@ -11,8 +11,7 @@
 #include <variant>
 
 #include "k3/chat.h"
-#include "k3/logit_adjust.h"
-#include "k3/sampler.h"
+#include "k3/next_token.h"
 #include "worker/prompt_lookup.h"
 #include "worker/stop_matcher.h"
 #include "worker/token_output.h"
@@ -59,10 +58,7 @@ struct EngineWorker::Slot {
     Usage usage;                        // over all of the job's choices
     int choice = 0;                     // which of the job's n choices is being generated
     int generated = 0;                  // tokens of this choice
-    std::optional<LogitAdjuster> adjust;
-    std::optional<GrammarMatcher> grammar;   // constrained output (the job's own matcher)
-    std::vector<float> masked;               // the grammar-masked scores of one step
-    std::optional<Sampler> sampler;
+    std::optional<NextToken> next;      // adjust, mask, sample (the choice's own sampler and grammar)
     std::optional<OutputDecoder> decoder;
     std::optional<StopMatcher> stop;
     FinishReason finish_reason = FinishReason::Length;
@@ -236,21 +232,13 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
 bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     Job& job = *slot.job;
     const GenerationParams& p = job.params;
-    // Penalties and biases, then (constrained runs) the grammar mask, then the sampler.
-    std::span<const float> scores = slot.adjust->apply(logits);
-    if (slot.grammar) {
-        slot.masked.assign(scores.begin(), scores.end());
-        slot.grammar->mask_logits(slot.masked, p.max_tokens - slot.generated);
-        scores = slot.masked;
-    }
-    const int32_t id = slot.sampler->sample(scores);
-    if (slot.grammar && !slot.grammar->accept(id)) {
-        // Only possible if the tokenizer cannot spell what the grammar needs next.
+    const NextToken::Choice choice = slot.next->choose(logits, p.max_tokens - slot.generated);
+    const int32_t id = choice.id;
+    if (!choice.allowed) {
         spdlog::error("job {}: grammar: no allowed token after {} tokens", job.id, slot.generated);
         fail(slot, FailureKind::Internal, "constrained decoding found no token the output format allows");
         return false;
     }
-    slot.adjust->observe(id);
     const auto now = Clock::now();
     if (slot.usage.completion_tokens == 0)
         metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
@@ -269,8 +257,7 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     JobEvent event;
     event.choice = slot.choice;
     if (p.logprobs >= 0) event.logprobs.push_back(token_logprob(logits, id, p.logprobs, tokenizer_));
-    bool end = (!p.ignore_eos && end_ids_.count(id) > 0) ||
-               std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
+    bool end = choice.ends;
     if (!end) {
         auto delta = slot.decoder->push(id);
         if (!delta.reasoning.empty()) slot.usage.reasoning_tokens++;
@@ -281,7 +268,7 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
         // parallel_tool_calls false: one call, then the turn is over.
         if (!p.parallel_tool_calls && slot.decoder->tool_calls() > 0 && !slot.tool_calls_malformed) end = true;
     }
-    if (slot.grammar && slot.grammar->finished()) end = true;  // the output is complete
+    if (slot.next->output_complete()) end = true;
     if (end) slot.finish_reason = FinishReason::Stop;
     // The context is full: the job ends with "length" (without failing the others' step).
     const bool full = slot.session->tokens().size() + 1 > size_t(slot.session->n_ctx());
@@ -320,7 +307,7 @@ bool EngineWorker::step() {
         const size_t room = std::min({size_t(std::max(0, slot->job->params.max_tokens - slot->generated - 1)),
                                       size_t(session.n_ctx()) - session.tokens().size() - 1, budget - 1});
         // (no drafts under a grammar: its matcher follows the produced tokens only)
-        const size_t want = slot->grammar ? 0 : std::min(size_t(slot->horizon->next()), room);
+        const size_t want = slot->next->constrained() ? 0 : std::min(size_t(slot->horizon->next()), room);
         if (want > 0) {
             std::vector<int32_t> seq(session.tokens().begin(), session.tokens().end());
             seq.push_back(slot->next_token);
@@ -463,14 +450,15 @@ void EngineWorker::start_choice(Slot& slot, int choice) {
     const GenerationParams& p = slot.job->params;
     slot.choice = choice;
     slot.generated = 0;
-    SamplingParams sampling = p.sampling;
-    sampling.seed += uint64_t(choice);
-    slot.sampler.emplace(sampling);
-    slot.adjust.emplace(p.adjustments);
-    if (p.grammar)
-        slot.grammar.emplace(*p.grammar, token_table_);
-    else
-        slot.grammar.reset();
+    NextTokenRules rules;
+    rules.sampling = p.sampling;
+    rules.sampling.seed += uint64_t(choice);
+    rules.adjustments = p.adjustments;
+    rules.grammar = p.grammar.get();
+    rules.token_table = token_table_;
+    if (!p.ignore_eos) rules.end_tokens.assign(end_ids_.begin(), end_ids_.end());
+    rules.end_tokens.insert(rules.end_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+    slot.next.emplace(rules);
     slot.decoder.emplace(tokenizer_, p);
     slot.stop.emplace(p.stop);
     slot.horizon.emplace(options_.draft_max);
