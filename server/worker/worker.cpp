@@ -14,6 +14,7 @@
 #include "k3/next_token.h"
 #include "worker/prompt_lookup.h"
 #include "worker/stop_matcher.h"
+#include "worker/token_observer.h"
 #include "worker/token_output.h"
 
 namespace k3::server {
@@ -73,7 +74,12 @@ struct EngineWorker::Slot {
 
 EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue& queue, Metrics& metrics,
                            WorkerOptions options)
-    : engine_(engine), tokenizer_(tokenizer), queue_(queue), metrics_(metrics), options_(std::move(options)) {
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      queue_(queue),
+      metrics_(metrics),
+      options_(std::move(options)),
+      observer_(engine_, metrics_, options_.live) {
     if (engine_.info().eos_token_id >= 0) end_ids_.insert(engine_.info().eos_token_id);
     for (const char* name : {"[EOS]", "<|end_of_msg|>"})
         if (auto id = tokenizer_.special_id(name)) end_ids_.insert(*id);
@@ -240,19 +246,10 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
         return false;
     }
     const auto now = Clock::now();
-    if (slot.usage.completion_tokens == 0)
-        metrics_.observe_ttft(std::chrono::duration<double>(now - job.enqueued_at).count());
-    else
-        metrics_.observe_token_latency(std::chrono::duration<double>(now - slot.last_token_at).count());
+    observer_.token(job, slot.usage.completion_tokens == 0, slot.last_token_at, now);
     slot.last_token_at = now;
     slot.usage.completion_tokens++;
     slot.generated++;
-    if (options_.live) {
-        // Live figures per token (the worker is the only thread that may ask the engine).
-        const EngineStats stats = engine_.stats();
-        metrics_.set_engine_stats(stats);
-        options_.live->token(job.id, stats);
-    }
 
     JobEvent event;
     event.choice = slot.choice;

@@ -25,6 +25,7 @@
 #include "k3/grammar.h"
 #include "k3/tokenizer.h"
 #include "worker/live_figures.h"
+#include "worker/token_observer.h"
 #include "ops/metrics.h"
 #include "ops/slot_board.h"
 
@@ -79,6 +80,7 @@ private:
     JobQueue& queue_;
     Metrics& metrics_;
     WorkerOptions options_;
+    TokenObserver observer_;     // per-token metrics and live figures
     std::set<int32_t> end_ids_;  // tokens that end generation (EOS, end of message)
     std::shared_ptr<const TokenTable> token_table_;  // what each token spells, for grammars
     std::vector<std::unique_ptr<Slot>> slots_;
