@@ -27,11 +27,15 @@ struct Exchange {
     std::optional<Clock::time_point> deadline;
     std::vector<JobEvent> pending;    // received before streaming began
 
-    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const httplib::Request& req)
+    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const httplib::Request& req,
+             std::optional<Clock::time_point> until)
         : job(std::move(j)), responder(std::move(r)), probe(req.remote_addr, req.remote_port, req.local_port),
-          deadline(job->deadline) {}
+          deadline(until) {}
 
-    // The client left, or the deadline passed: tell the worker (the worker answers the deadline).
+    // The client left, or the deadline passed: tell the worker, which answers either way (504
+    // for the deadline). The one place the deadline is checked: this thread polls every
+    // kPollInterval while the job is queued, reads its prompt or generates, and the engine
+    // stops a step between layers once the flag is up.
     bool check_client() {
         if (probe.gone()) {
             job->request_cancel(CancelReason::ClientGone);
@@ -65,10 +69,11 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     job->id = state_.next_job_id++;
     job->prompt = std::move(g.prompt);
     job->params = std::move(g.params);
+    std::optional<Clock::time_point> deadline;
     if (config().deadline_s > 0)
-        job->deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(config().deadline_s));
-    auto ex = std::make_shared<Exchange>(job, std::move(responder), req);
+        deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(config().deadline_s));
+    auto ex = std::make_shared<Exchange>(job, std::move(responder), req, deadline);
 
     switch (state_.queue.push(job)) {
         case JobQueue::PushResult::Ok: break;

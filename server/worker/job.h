@@ -58,7 +58,6 @@ struct Job {
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};
     Clock::time_point enqueued_at = Clock::now();
-    std::optional<Clock::time_point> deadline;
 
     // Raises the cancel flag once; the first reason wins.
     void request_cancel(CancelReason reason) {

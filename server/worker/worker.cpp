@@ -140,10 +140,8 @@ void EngineWorker::run() {
             try {
                 if (slot->decoding && slot->next_token < 0) {
                     produce_token(*slot, slot->session->logits());
-                } else if (!slot->decoding) {
-                    Job& job = *slot->job;
-                    if (job.deadline && Clock::now() >= *job.deadline) job.request_cancel(CancelReason::Deadline);
-                    if (job.cancel.load()) finish_cancelled(*slot);
+                } else if (!slot->decoding && slot->job->cancel.load()) {
+                    finish_cancelled(*slot);
                 }
             } catch (const std::exception& e) {
                 spdlog::error("job {}: {}", slot->job->id, e.what());
@@ -198,11 +196,6 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
         } else {
             finish_cancelled(slot);
         }
-        return;
-    }
-    if (job.deadline && Clock::now() >= *job.deadline) {
-        job.request_cancel(CancelReason::Deadline);
-        finish_cancelled(slot);
         return;
     }
     if (options_.live) options_.live->begin(job, engine_.stats());
@@ -278,7 +271,6 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     }
     bool cancelled = false;
     if (event.has_output()) cancelled = !emit(job, std::move(event));
-    if (job.deadline && now >= *job.deadline) job.request_cancel(CancelReason::Deadline);
     if (cancelled || job.cancel.load()) {
         metrics_.add_generated_tokens(slot.generated, seconds_since(slot.decode_start));
         finish_cancelled(slot);
