@@ -51,16 +51,22 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
         state_.metrics.count_request(RequestOutcome::RejectedShutdown);
         throw shutting_down_error();
     }
-    json body = parse_json_body(req.body, json_limits(state_));
+    const JsonBody body = parse_json_body(req.body, json_limits(state_));
     GenerationRequest g;
     IgnoredFields ignored;
     {
         IgnoredFieldsScope scope(ignored);
         switch (endpoint) {
-            case Endpoint::Completions: g = parse_completion_request(body, *state_.tokenizer, state_.limits, req.body); break;
-            case Endpoint::ChatCompletions: g = parse_chat_request(body, *state_.tokenizer, state_.limits, req.body); break;
-            case Endpoint::Responses: g = parse_responses_request(body, *state_.tokenizer, state_.limits, req.body); break;
-            case Endpoint::Messages: g = parse_messages_request(body, *state_.tokenizer, state_.limits, req.body); break;
+            case Endpoint::Completions:
+                g = parse_completion_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                break;
+            case Endpoint::ChatCompletions:
+                g = parse_chat_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                break;
+            case Endpoint::Responses:
+                g = parse_responses_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                break;
+            case Endpoint::Messages: g = parse_messages_request(body.value, *state_.tokenizer, state_.limits); break;
         }
     }
     report_tolerance(req, res, g, ignored);

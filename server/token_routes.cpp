@@ -10,14 +10,14 @@ namespace k3::server {
 
 // POST /v1/messages/count_tokens: {"input_tokens": N}.
 void TokenRoutes::count_tokens(const httplib::Request& req, httplib::Response& res) {
-    json body = parse_json_body(req.body, json_limits(state_));
+    json body = parse_json_body(req.body, json_limits(state_)).value;
     IgnoredFields ignored;
     IgnoredFieldsScope scope(ignored);
     send_json(res, 200, {{"input_tokens", count_message_tokens(body, *state_.tokenizer, state_.limits)}});
 }
 
 void TokenRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
-    json body = parse_json_body(req.body, json_limits(state_));
+    json body = parse_json_body(req.body, json_limits(state_)).value;
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     const json* text = body.contains("content") ? &body["content"] : body.contains("prompt") ? &body["prompt"] : nullptr;
     if (!text || !text->is_string()) throw bad_request("content", "'content' must be a string", "invalid_type");
@@ -45,7 +45,7 @@ void TokenRoutes::tokenize(const httplib::Request& req, httplib::Response& res) 
 }
 
 void TokenRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
-    json body = parse_json_body(req.body, json_limits(state_));
+    json body = parse_json_body(req.body, json_limits(state_)).value;
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
         throw bad_request("tokens", "'tokens' must be an array of token ids", "invalid_type");
     std::vector<int32_t> ids;

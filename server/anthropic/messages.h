@@ -15,8 +15,7 @@
 namespace k3::server {
 
 // POST /v1/messages (anthropic/request.cpp).
-GenerationRequest parse_messages_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                         std::string_view raw_body = {});
+GenerationRequest parse_messages_request(const json& body, const Tokenizer& tok, const ModelLimits& limits);
 // POST /v1/messages/count_tokens: the prompt's length in tokens, however long.
 int count_message_tokens(const json& body, const Tokenizer& tok, const ModelLimits& limits);
 

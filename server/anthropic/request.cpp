@@ -235,11 +235,9 @@ std::vector<std::string> stop_sequences(const json& body) {
 
 }  // namespace
 
-GenerationRequest parse_messages_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                         std::string_view raw_body) {
+GenerationRequest parse_messages_request(const json& body, const Tokenizer& tok, const ModelLimits& limits) {
     GenerationRequest shape;
     json chat = translate(body, shape);
-    (void)raw_body;  // input_schema's property order matters only for forced calls, as in chat
     GenerationRequest r = parse_chat_request(chat, tok, limits);
     r.endpoint = Endpoint::Messages;
     r.hide_reasoning = shape.hide_reasoning;

@@ -37,7 +37,26 @@ JsonShape scan_json_shape(std::string_view text, int stop_at_depth, size_t stop_
 
 size_t json_value_budget(int n_ctx) { return size_t(std::max(n_ctx, 0)) + 65536; }
 
-json parse_json_body(const std::string& body, const JsonBodyLimits& limits) {
+namespace {
+
+// The subtree at a dotted path of kSchemaPaths, or null.
+const nlohmann::ordered_json* at_path(const nlohmann::ordered_json& doc, std::string_view path) {
+    const nlohmann::ordered_json* v = &doc;
+    while (!path.empty()) {
+        const size_t dot = path.find('.');
+        const std::string key(path.substr(0, dot));
+        if (!v->is_object()) return nullptr;
+        auto it = v->find(key);
+        if (it == v->end()) return nullptr;
+        v = &*it;
+        path = dot == std::string_view::npos ? std::string_view{} : path.substr(dot + 1);
+    }
+    return v;
+}
+
+}  // namespace
+
+JsonBody parse_json_body(const std::string& body, const JsonBodyLimits& limits) {
     if (body.empty()) throw bad_request("", "the request body is empty; expected a JSON object", "invalid_json");
     JsonShape shape = scan_json_shape(body, limits.max_depth, limits.max_values);
     if (shape.depth > limits.max_depth)
@@ -48,7 +67,13 @@ json parse_json_body(const std::string& body, const JsonBodyLimits& limits) {
                            " JSON values (arrays' elements and objects' members): one per token of the context "
                            "plus 65536 are accepted");
     try {
-        return json::parse(body);
+        nlohmann::ordered_json doc = nlohmann::ordered_json::parse(body);
+        JsonBody out;
+        out.schemas = nlohmann::ordered_json::object();
+        for (const char* path : kSchemaPaths)
+            if (const auto* s = at_path(doc, path); s && !s->is_null()) out.schemas[path] = *s;
+        out.value = json(std::move(doc));
+        return out;
     } catch (const json::parse_error& e) {
         std::string what = e.what();
         if (what.find("UTF-8") != std::string::npos)

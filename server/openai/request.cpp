@@ -41,7 +41,7 @@ void check_top_level(const json& body, std::initializer_list<const char*> endpoi
 }
 
 // Fields common to both endpoints: sampling, stop, seed, stream, n, and what we refuse.
-void parse_common(const json& body, std::string_view raw_body, const ModelLimits& limits, GenerationRequest& r) {
+void parse_common(const json& body, const nlohmann::ordered_json* schemas, const ModelLimits& limits, GenerationRequest& r) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     r.model = check_model(body, limits);
     r.params.n = int(get_int(body, "n", 1, 16).value_or(1));
@@ -69,7 +69,7 @@ void parse_common(const json& body, std::string_view raw_body, const ModelLimits
             adjust.bias.emplace_back(int32_t(id), float(it->get<double>()));
         }
     }
-    r.params.grammar = parse_response_format(body, raw_body);
+    r.params.grammar = parse_response_format(body, schemas);
     if (auto u = field(body, "user"); u && !u->is_string())
         throw bad_request("user", "'user' must be a string", "invalid_type");
 
@@ -329,10 +329,10 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
 }  // namespace
 
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                           std::string_view raw_body) {
+                                           const nlohmann::ordered_json* schemas) {
     GenerationRequest r;
     r.endpoint = Endpoint::Completions;
-    parse_common(body, raw_body, limits, r);
+    parse_common(body, schemas, limits, r);
     check_top_level(body, {"prompt", "suffix", "echo", "skip_special_tokens", "tools", "functions"});
     for (const char* key : {"tools", "functions"})
         if (const json* tools = field(body, key); tools && !(tools->is_array() && tools->empty()))
@@ -383,10 +383,10 @@ bool starts_a_turn(const std::vector<ChatMessage>& chat) {
 }  // namespace
 
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                     std::string_view raw_body) {
+                                     const nlohmann::ordered_json* schemas) {
     GenerationRequest r;
     r.endpoint = Endpoint::ChatCompletions;
-    parse_common(body, raw_body, limits, r);
+    parse_common(body, schemas, limits, r);
     check_top_level(body, {"messages", "max_completion_tokens", "top_logprobs", "tools", "functions", "tool_choice",
                            "function_call", "parallel_tool_calls", "thinking", "reasoning_effort", "chat_template_kwargs",
                            "modalities", "verbosity", "prediction", "web_search_options", "audio",

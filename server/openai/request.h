@@ -60,15 +60,15 @@ struct GenerationRequest {
     json responses_echo;        // /v1/responses: the request settings the response object repeats
 };
 
-// `raw_body` is the request's text (optional): a JSON schema's property order comes from it,
-// since `json` objects keep their keys sorted.
+// `schemas` is JsonBody::schemas (openai/json_body.h; optional): a JSON schema's property order
+// comes from it, since `json` objects keep their keys sorted.
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                           std::string_view raw_body = {});
+                                           const nlohmann::ordered_json* schemas = nullptr);
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                     std::string_view raw_body = {});
+                                     const nlohmann::ordered_json* schemas = nullptr);
 // POST /v1/responses (openai/responses_request.cpp): translated to the chat request it means.
 GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                          std::string_view raw_body = {});
+                                          const nlohmann::ordered_json* schemas = nullptr);
 
 // Serialises with invalid UTF-8 replaced by U+FFFD (a token's bytes may be a partial character).
 std::string dump(const json& j);

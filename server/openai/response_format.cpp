@@ -9,17 +9,12 @@ namespace k3::server {
 
 namespace {
 
-// The schema's text with its keys in the order the client wrote them: `json` sorts object keys,
-// so the schema is taken from the raw body again (an ordered parse) when there is one.
-std::string schema_text(const json& schema, std::string_view raw_body, const std::vector<std::string>& where) {
-    if (raw_body.empty()) return schema.dump();
-    try {
-        nlohmann::ordered_json v = nlohmann::ordered_json::parse(raw_body);
-        for (const auto& key : where) v = nlohmann::ordered_json(v.at(key));
-        return v.dump();
-    } catch (const nlohmann::ordered_json::exception&) {
-        return schema.dump();
-    }
+// The schema's text with its keys in the order the client wrote them (`json` sorts object keys):
+// the body's parse kept it (openai/json_body.h); without it, sorted.
+std::string schema_text(const json& schema, const nlohmann::ordered_json* schemas, const char* path) {
+    if (schemas && schemas->is_object())
+        if (auto it = schemas->find(path); it != schemas->end()) return it->dump();
+    return schema.dump();
 }
 
 std::shared_ptr<const Grammar> compile_schema(const json& schema, const std::string& text, const std::string& param) {
@@ -35,20 +30,7 @@ std::shared_ptr<const Grammar> compile_schema(const json& schema, const std::str
 
 }  // namespace
 
-std::string responses_schema_source(std::string_view raw_body) {
-    if (raw_body.empty()) return {};
-    try {
-        nlohmann::ordered_json v = nlohmann::ordered_json::parse(raw_body);
-        const auto& schema = v.at("text").at("format").at("schema");
-        nlohmann::ordered_json out;
-        out["response_format"]["json_schema"]["schema"] = schema;
-        return out.dump();
-    } catch (const nlohmann::ordered_json::exception&) {
-        return {};
-    }
-}
-
-std::shared_ptr<const Grammar> parse_response_format(const json& body, std::string_view raw_body) {
+std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlohmann::ordered_json* schemas) {
     auto grammar_field = body.find("grammar");
     if (grammar_field != body.end() && !grammar_field->is_null())
         throw bad_request("grammar", "'grammar' (GBNF) is not supported; use response_format json_schema",
@@ -59,7 +41,7 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, std::stri
     bool has_top_schema = top_schema != body.end() && !top_schema->is_null();
     if (has_rf && has_top_schema)
         throw bad_request("json_schema", "give either 'response_format' or 'json_schema', not both");
-    if (has_top_schema) return compile_schema(*top_schema, schema_text(*top_schema, raw_body, {"json_schema"}), "json_schema");
+    if (has_top_schema) return compile_schema(*top_schema, schema_text(*top_schema, schemas, "json_schema"), "json_schema");
     if (!has_rf) return nullptr;
 
     const json& rf = *rf_it;
@@ -98,7 +80,7 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, std::stri
         throw bad_request("response_format.json_schema.description", "'description' must be a string", "invalid_type");
     // strict or not, the schema is enforced (strict: false only lets OpenAI skip enforcement).
     const json schema = js.contains("schema") ? js["schema"] : json::object();
-    std::string text = js.contains("schema") ? schema_text(schema, raw_body, {"response_format", "json_schema", "schema"}) : "{}";
+    std::string text = js.contains("schema") ? schema_text(schema, schemas, "response_format.json_schema.schema") : "{}";
     return compile_schema(schema, text, "response_format.json_schema.schema");
 }
 

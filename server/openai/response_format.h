@@ -12,13 +12,8 @@
 
 namespace k3::server {
 
-// Null when the request asks for free text. Throws ApiError(400). `raw_body` (the request text,
-// may be empty) gives the schema's property order, which the output follows.
-std::shared_ptr<const Grammar> parse_response_format(const nlohmann::json& body, std::string_view raw_body);
-
-// For /v1/responses, which is parsed as the chat request it means: the request text reduced to
-// {"response_format":{"json_schema":{"schema":S}}} with S = its text.format.schema in the
-// client's key order ("" when there is none), to pass as that chat request's raw body.
-std::string responses_schema_source(std::string_view raw_body);
+// Null when the request asks for free text. Throws ApiError(400). `schemas` (JsonBody::schemas,
+// may be null: keys sorted) gives the schema's property order, which the output follows.
+std::shared_ptr<const Grammar> parse_response_format(const nlohmann::json& body, const nlohmann::ordered_json* schemas);
 
 }  // namespace k3::server

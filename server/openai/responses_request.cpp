@@ -119,7 +119,7 @@ json translate_input(const json& body) {
 }  // namespace
 
 GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                          std::string_view raw_body) {
+                                          const nlohmann::ordered_json* schemas) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     check_keys(body,
                {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
@@ -230,9 +230,13 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
                                   "unsupported_parameter");
     }
 
-    // text.format.schema's property order is only in the request text (json sorts keys): hand it
-    // on to where the chat parser looks for it.
-    GenerationRequest r = parse_chat_request(chat, tok, limits, responses_schema_source(raw_body));
+    // text.format.schema in the client's key order (json sorts keys): handed on to where the chat
+    // parser looks for it, the chat request's response_format.
+    nlohmann::ordered_json chat_schemas = nlohmann::ordered_json::object();
+    if (schemas && schemas->is_object())
+        if (auto it = schemas->find("text.format.schema"); it != schemas->end())
+            chat_schemas["response_format.json_schema.schema"] = *it;
+    GenerationRequest r = parse_chat_request(chat, tok, limits, &chat_schemas);
     r.endpoint = Endpoint::Responses;
     r.tool_namespaces = std::move(namespaces);
     // What the response object reports back about the request.

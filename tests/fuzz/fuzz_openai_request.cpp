@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     limits.n_ctx = 512;
     limits.max_prompt_tokens = 511;
     limits.n_vocab = k3::fuzz::tokenizer().n_vocab();
-    json j;
+    JsonBody j;
     try {
         j = parse_json_body(body, {64, json_value_budget(limits.n_ctx)});
     } catch (const ApiError& e) {
@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (bool chat : {true, false}) {
         try {
-            GenerationRequest r = chat ? parse_chat_request(j, k3::fuzz::tokenizer(), limits, body)
-                                       : parse_completion_request(j, k3::fuzz::tokenizer(), limits, body);
+            GenerationRequest r = chat ? parse_chat_request(j.value, k3::fuzz::tokenizer(), limits, &j.schemas)
+                                       : parse_completion_request(j.value, k3::fuzz::tokenizer(), limits, &j.schemas);
             K3_FUZZ_CHECK(!r.prompt.empty(), "accepted an empty prompt");
             K3_FUZZ_CHECK(r.params.max_tokens >= 0, "negative max_tokens");
             K3_FUZZ_CHECK(int(r.prompt.size()) + r.params.max_tokens <= limits.n_ctx, "accepted past the context");

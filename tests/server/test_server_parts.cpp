@@ -63,7 +63,7 @@ TEST_CASE("JSON pre-scan: values and depth outside strings, stopping early") {
     CHECK(scan_json_shape("[" + std::string(1000, ','), 64, 10).values == 11);
     CHECK(json_value_budget(256) == 256 + 65536);
     CHECK_THROWS_AS(parse_json_body("[1,2,3]", {64, 3}), ApiError);
-    CHECK(parse_json_body("[1,2,3]", {64, 4}).size() == 3);
+    CHECK(parse_json_body("[1,2,3]", {64, 4}).value.size() == 3);
 }
 
 TEST_CASE("JobQueue is bounded and refuses after close") {
