@@ -160,7 +160,7 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
     // (io::plan_trunk: pinned layers, the rest of the budget a read ring that holds at least the
     // largest streamed layer). Streamed plans keep the smallest useful expert cache (top-k + 1
     // slots) and read every routed expert per token (K3's router is near-flat, so small caches
-    // hit almost never, spec 5.1).
+    // hit almost never, docs/model.md "Memory presets").
     const int64_t model_level = embed + lm_head + norms;
     const int64_t min_cache = int64_t(c.num_experts_per_token + 1) * one_expert;
     auto plan_for_budget = [&](const std::string& name, int64_t budget) {

@@ -1,20 +1,22 @@
-// The Kimi K3 chat layout (spec 6.5, "XTML"): control segments (<|open|>, <|close|>, <|sep|>,
-// <|end_of_msg|>) are special ids; every text segment, including all user and assistant text,
-// is encoded with specials disallowed, so text that spells a control token stays plain text.
+// The Kimi K3 chat layout (docs/model.md "Chat layout"; XTML): control segments (<|open|>,
+// <|close|>, <|sep|>, <|end_of_msg|>) are special ids; every text segment, including all user and
+// assistant text, is encoded with specials disallowed, so text that spells a control token stays
+// plain text.
 //
-//   [thinking] <|open|>message role="system" type="thinking-effort"<|sep|>EFFORT<|close|>message<|sep|><|end_of_msg|>
+// [thinking] <|open|>message role="system"
+// type="thinking-effort"<|sep|>EFFORT<|close|>message<|sep|><|end_of_msg|>
 //   per message: <|open|>message role="ROLE"<|sep|> BODY <|close|>message<|sep|><|end_of_msg|>
 //     system/user BODY: content
 //     assistant BODY:   [thinking] <|open|>think<|sep|>reasoning<|close|>think<|sep|>
 //                       <|open|>response<|sep|>content<|close|>response<|sep|>
 //   generation prompt: <|open|>message role="assistant"<|sep|><|open|>think|response<|sep|>
 //
-// With tools (xtml-tools.md): a "tool-declare" system message first; an assistant turn with
-// calls adds <|open|>tools<|sep|> <|open|>call tool="NAME" index="N"<|sep|> one
-// <|open|>argument key="K" type="T"<|sep|>BODY<|close|>argument<|sep|> per argument
-// <|close|>call<|sep|> ... <|close|>tools<|sep|> after its response; a tool result is
-// <|open|>message role="tool" tool="NAME" index="N"<|sep|>RESULT<|close|>message<|sep|><|end_of_msg|>;
-// a tool_choice other than auto adds a "tool-choice" system message after the last user turn.
+// With tools (xtml-tools.md): a "tool-declare" system message first; an assistant turn with calls
+// adds <|open|>tools<|sep|> <|open|>call tool="NAME" index="N"<|sep|> one <|open|>argument key="K"
+// type="T"<|sep|>BODY<|close|>argument<|sep|> per argument <|close|>call<|sep|> ...
+// <|close|>tools<|sep|> after its response; a tool result is <|open|>message role="tool"
+// tool="NAME" index="N"<|sep|>RESULT<|close|>message<|sep|><|end_of_msg|>; a tool_choice other than
+// auto adds a "tool-choice" system message after the last user turn.
 // Every literal lives in k3/xtml.h.
 #include "k3/chat.h"
 

@@ -1,4 +1,5 @@
-// The assistant's output, token by token (spec 6.5, xtml-tools.md). Control tokens drive it:
+// The assistant's output, token by token (docs/model.md "Chat layout", xtml-tools.md). Control
+// tokens drive it:
 // <|open|>/<|close|> start a tag whose text runs to <|sep|>. "think" and "response" switch
 // between reasoning and response text; after </response> or </message> text is not the
 // answer's any more; <|end_of_msg|> or [EOS] ends the turn. When tool parsing is on, a "tools"

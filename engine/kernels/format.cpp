@@ -9,7 +9,7 @@
 namespace k3 {
 
 float e8m0_to_float(uint8_t s) {
-    if (s == 255) return 0.0f;  // E8M0 NaN: the whole group decodes to zero (spec, decisions 1)
+    if (s == 255) return 0.0f;  // E8M0 NaN: the whole group decodes to zero (docs/model.md "Numerics")
     return std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 

@@ -38,9 +38,9 @@ struct Kernels {
     // sum_i a[i] * b[i] (fp32 inputs), fixed reduction order for a given n.
     float (*dot_f32)(const float* a, const float* b, int64_t n);
 
-    // One KDA delta-rule step for one head and one token (spec 2.5 step 6). S [D][D] (row i =
-    // key channel), updated in place: S[i][:] *= alpha[i]; u = k^T S; S += k (beta (v - u))^T;
-    // o = qs^T S, with qs = q already scaled by 1/sqrt(D) by the caller.
+    // One KDA delta-rule step for one head and one token (docs/model.md "Kimi Delta Attention",
+    // steps 1-4). S [D][D] (row i = key channel), updated in place: S[i][:] *= alpha[i]; u = k^T S;
+    // S += k (beta (v - u))^T; o = qs^T S, with qs = q already scaled by 1/sqrt(D) by the caller.
     // D <= kKdaMaxHeadDim (the kernels keep u on the stack).
     void (*kda_step)(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                      float* o, int D);
@@ -85,11 +85,11 @@ const Kernels* neon_kernels();  // every aarch64 build; nullptr elsewhere
 // honoured or refused by Engine::load, the one place that reads either.
 const Kernels& select_kernels();
 
-// ---- MXFP4 format (spec 3.3) ----
+// ---- MXFP4 format (docs/model.md "MXFP4") ----
 // E2M1 code -> value; bit 3 is the sign.
 inline constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-// E8M0 scale byte -> 2^(s-127); 255 (NaN) decodes to 0 (spec, decisions 1).
+// E8M0 scale byte -> 2^(s-127); 255 (NaN) decodes to 0 (docs/model.md "Numerics").
 float e8m0_to_float(uint8_t s);
 
 // bf16 <-> fp32 (exact widening; round-to-nearest-even narrowing for writers and tests).

@@ -1,6 +1,7 @@
-// Block attention residuals (spec 2.3): each sub-layer's input is a softmax mix of the block
-// snapshots and the running residual. Scores use the RMS-normalised sources, the mix uses the
-// raw ones. One token at a time, single-threaded per token, so the bits never depend on threads.
+// Block attention residuals (docs/model.md "Layer stack"): each sub-layer's input is a softmax mix
+// of the block snapshots and the running residual. Scores use the RMS-normalised sources, the mix
+// uses the raw ones. One token at a time, single-threaded per token, so the bits never depend on
+// threads.
 #include <cmath>
 
 #include "model/blocks.h"

@@ -1,6 +1,6 @@
-// One function per block of the decoder layer (spec 2.3-2.7), each over a chunk of T tokens
-// laid out [T][width]. They own the math glue between kernel calls; model.cpp's forward()
-// calls them in order.
+// One function per block of the decoder layer (docs/model.md "Layer stack", "Kimi Delta Attention",
+// "Gated NoPE MLA", "Latent MoE"), each over a chunk of T tokens laid out [T][width]. They own the
+// math glue between kernel calls; model.cpp's forward() calls them in order.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -17,13 +17,13 @@ struct SeqSpan {
     int t0, n, pos0;
 };
 
-// Attention residual (spec 2.3): out = sum_s softmax_s(fold . rmsnorm(v_s)) v_s over the
-// sources v_0..v_{n-1}, each a vector of width E.
+// Attention residual (docs/model.md "Layer stack"): out = sum_s softmax_s(fold . rmsnorm(v_s)) v_s
+// over the sources v_0..v_{n-1}, each a vector of width E.
 void attn_res_mix(const float* const* sources, int n_sources, const float* fold, float eps, int64_t E,
                   float* out);
 
-// Kimi Delta Attention (spec 2.5): x [T][E] -> out [T][E]; each sequence's recurrent matrices
-// and conv history of layer il are advanced by its tokens.
+// Kimi Delta Attention (docs/model.md "Kimi Delta Attention"): x [T][E] -> out [T][E]; each
+// sequence's recurrent matrices and conv history of layer il are advanced by its tokens.
 void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T);
 
@@ -32,16 +32,17 @@ void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> s
 // inputs. No weight is read; the state gets the bits the forward pass gave those tokens.
 void kda_replay(Model& m, SequenceState& st, int n_tokens);
 
-// Gated NoPE MLA with a latent KV cache (spec 2.6): x [T][E] -> out [T][E]; writes each
-// sequence's latent rows pos0..pos0+n-1 of layer il and attends causally over its own rows.
+// Gated NoPE MLA with a latent KV cache (docs/model.md "Gated NoPE MLA"): x [T][E] -> out [T][E];
+// writes each sequence's latent rows pos0..pos0+n-1 of layer il and attends causally over its own
+// rows.
 void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T);
 
 // Dense SiTU-GLU MLP of layers il < first_k_dense_replace: x [T][E] -> out [T][E].
 void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int T);
 
-// Latent MoE (spec 2.7): x [T][E] -> out [T][E]. Fails (IoError) if the store cannot supply
-// an expert; nothing is written to out then.
+// Latent MoE (docs/model.md "Latent MoE"): x [T][E] -> out [T][E]. Fails (IoError) if the store
+// cannot supply an expert; nothing is written to out then.
 Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T);
 
 }  // namespace k3

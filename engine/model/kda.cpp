@@ -1,7 +1,7 @@
-// Kimi Delta Attention (spec 2.5). The projections run over the whole chunk; the recurrence runs
-// token by token (it is sequential), the heads in parallel. Everything a head needs (its conv
-// channels, norms, decay, delta-rule steps, head norm and gate, for every token of the chunk)
-// is done by one thread, so the result does not depend on the thread count.
+// Kimi Delta Attention (docs/model.md "Kimi Delta Attention"). The projections run over the whole
+// chunk; the recurrence runs token by token (it is sequential), the heads in parallel. Everything a
+// head needs (its conv channels, norms, decay, delta-rule steps, head norm and gate, for every
+// token of the chunk) is done by one thread, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 

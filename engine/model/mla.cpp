@@ -1,8 +1,8 @@
-// Gated NoPE MLA (spec 2.6) with a compressed KV cache. Each position caches only its normed
-// kv_lora latent and the shared (never rotated) rope slot; keys and values are recovered by
-// weight absorption: q_nope . (W_k c) = (W_k^T q_nope) . c, and sum_s p_s (W_v c_s) =
-// W_v (sum_s p_s c_s). So a head attends with the query [W_k^T q_nope | q_rope] directly over
-// the cached rows [c | k_rope], and projects the mixed latent through W_v afterwards.
+// Gated NoPE MLA (docs/model.md "Gated NoPE MLA") with a compressed KV cache. Each position caches
+// only its normed kv_lora latent and the shared (never rotated) rope slot; keys and values are
+// recovered by weight absorption: q_nope . (W_k c) = (W_k^T q_nope) . c, and sum_s p_s (W_v c_s) =
+// W_v (sum_s p_s c_s). So a head attends with the query [W_k^T q_nope | q_rope] directly over the
+// cached rows [c | k_rope], and projects the mixed latent through W_v afterwards.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

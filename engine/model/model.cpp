@@ -1,5 +1,6 @@
-// The forward pass (spec 2.2-2.4): embedding, the decoder layers with their attention residuals,
-// the model-level mix, final norm and lm_head. Read top to bottom; each step is one call.
+// The forward pass (docs/model.md "Layer stack"): embedding, the decoder layers with their
+// attention residuals, the model-level mix, final norm and lm_head. Read top to bottom; each step
+// is one call.
 #include "model/model.h"
 
 #include <algorithm>

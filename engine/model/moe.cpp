@@ -1,7 +1,7 @@
-// The latent MoE (spec 2.7). Per token: a full-width sigmoid router picks top-k experts (the
-// correction bias only for the choice), the input is projected down to the latent width, the
-// chosen MXFP4 SiTU-GLU experts run there, their weighted sum is RMS-normed and projected back
-// up, and the shared experts (on the original input) are added.
+// The latent MoE (docs/model.md "Latent MoE"). Per token: a full-width sigmoid router picks top-k
+// experts (the correction bias only for the choice), the input is projected down to the latent
+// width, the chosen MXFP4 SiTU-GLU experts run there, their weighted sum is RMS-normed and
+// projected back up, and the shared experts (on the original input) are added.
 //
 // For a chunk of T tokens the experts are applied expert-major: the union of the chunk's
 // choices is acquired from the store once (in batches the store allows), and each expert runs

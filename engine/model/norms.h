@@ -1,6 +1,6 @@
-// The per-vector math of the forward pass that is not a weight product: RMSNorm, the KDA L2
-// norm, sigmoid and SiTU-GLU (spec 2.1). Sums of squares accumulate in double in index order,
-// so a norm's result does not depend on anything but its input.
+// The per-vector math of the forward pass that is not a weight product: RMSNorm, the KDA L2 norm,
+// sigmoid and SiTU-GLU (docs/model.md "Numerics"). Sums of squares accumulate in double in index
+// order, so a norm's result does not depend on anything but its input.
 #pragma once
 #include <cmath>
 #include <cstdint>

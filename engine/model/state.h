@@ -1,8 +1,8 @@
 // SequenceState: everything one sequence carries from token to token. Only two things do:
 // KDA layers (the per-head recurrent matrices and the causal conv history) and MLA layers (one
 // compressed latent row per position: the normed kv_lora latent and the shared rope slot, from
-// which keys and values are recovered by weight absorption, spec 2.6). Norms, attention
-// residuals, router and experts are per token. The KDA part is one contiguous buffer so a
+// which keys and values are recovered by weight absorption, docs/model.md "Gated NoPE MLA"). Norms,
+// attention residuals, router and experts are per token. The KDA part is one contiguous buffer so a
 // snapshot (for prefix reuse) is a single copy; MLA rows need no snapshot because a row depends
 // only on the tokens up to its position.
 #pragma once

@@ -1,5 +1,6 @@
-// Next-token choice (spec 6.5, "Chat sampling"): greedy, or temperature with top-k, min-p and
-// top-p truncation, drawn from a seeded PCG32 so that the same seed gives the same tokens.
+// Next-token choice (docs/model.md "Sampling and its seed"): greedy, or temperature with top-k,
+// min-p and top-p truncation, drawn from a seeded PCG32 so that the same seed gives the same
+// tokens.
 #include "k3/sampler.h"
 
 #include <algorithm>

@@ -1,9 +1,10 @@
-// Writes a complete synthetic checkpoint in the release's layout (spec 3.1, issue 2): nested
-// config.json, safetensors shards model-0000K-of-0000N.safetensors, model.safetensors.index.json,
-// tiktoken.model and tokenizer_config.json. Tensor order is model_tensors(): each layer's trunk
-// tensors, then that layer's routed experts (six tensors each, back to back); the model-level
-// tensors (embed, final norms, lm_head) last, followed by the vision tower and projector. A layer never straddles two shards, and the
-// model-level tensors are in the last shard.
+// Writes a complete synthetic checkpoint in the release's layout (docs/model.md "Checkpoint
+// files"): nested config.json, safetensors shards model-0000K-of-0000N.safetensors,
+// model.safetensors.index.json, tiktoken.model and tokenizer_config.json. Tensor order is
+// model_tensors(): each layer's trunk tensors, then that layer's routed experts (six tensors each,
+// back to back); the model-level tensors (embed, final norms, lm_head) last, followed by the vision
+// tower and projector. A layer never straddles two shards, and the model-level tensors are in the
+// last shard.
 //
 // Tensors are packed without holes (the safetensors format forbids gaps), and each shard's JSON
 // header is padded with spaces so the data section starts at a multiple of 64 bytes in the file.

@@ -14,7 +14,7 @@ namespace k3 {
 
 namespace {
 
-// The fields every preset shares with Kimi K3 (spec 1.2).
+// The fields every preset shares with Kimi K3 (docs/model.md "Configuration").
 ModelConfig k3_family_defaults() {
     ModelConfig c;
     c.rms_norm_eps = 1e-5f;
@@ -363,8 +363,9 @@ std::string release_config_json(const ModelConfig& c) {
         {"use_cache", true},
     };
 
-    // compressed-tensors description of the MXFP4 routed experts. Informational (readers go by
-    // the presence of .weight_packed, spec 1.2); unlike the release's, this ignore list is right.
+    // compressed-tensors description of the MXFP4 routed experts. Informational (readers go by the
+    // presence of .weight_packed, docs/model.md "Configuration"); unlike the release's, this ignore
+    // list is right.
     Json quant = {
         {"quant_method", "compressed-tensors"},
         {"format", "mxfp4-pack-quantized"},

@@ -20,14 +20,16 @@ struct ModelPreset {
     AnswerEnding ending;     // off but for `agent`
 };
 
-// All presets, smallest first: tiny, tiny-wide, demo, agent, k3-mini; then k3-slice (K3's layer sizes).
+// All presets, smallest first: tiny, tiny-wide, demo, agent, k3-mini; then k3-slice (K3's layer
+// sizes).
 const std::vector<ModelPreset>& model_presets();
 // The preset called `name`, or nullptr.
 const ModelPreset* find_preset(const std::string& name);
 
 // The config.json text k3serve writes for `cfg`, in the release's nested form: a
-// KimiK3ForConditionalGeneration wrapper with its vision_config (when cfg.vision.present), and text_config holding
-// every key of spec 1.2 (linear_attn_config with ONE-based layer lists, quantization_config).
+// KimiK3ForConditionalGeneration wrapper with its vision_config (when cfg.vision.present), and
+// text_config holding every key of the release's (docs/model.md "Configuration")
+// (linear_attn_config with ONE-based layer lists, quantization_config).
 std::string release_config_json(const ModelConfig& cfg);
 
 }  // namespace k3

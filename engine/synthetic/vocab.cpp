@@ -1,8 +1,8 @@
 // Synthetic byte-level BPE vocabulary (see synthetic_vocab.h). Training is the textbook rank-BPE
 // loop: split the corpus into pieces on word boundaries (an ASCII reading of the Kimi split
-// pattern, spec 6.3), start every piece as single bytes, and repeatedly merge the most frequent
-// adjacent pair. Every multi-byte token is therefore the concatenation of two lower-ranked
-// tokens, which is what a rank-BPE encoder needs to ever produce it.
+// pattern, docs/model.md "Pre-tokenizer"), start every piece as single bytes, and repeatedly merge
+// the most frequent adjacent pair. Every multi-byte token is therefore the concatenation of two
+// lower-ranked tokens, which is what a rank-BPE encoder needs to ever produce it.
 #include "synthetic/vocab.h"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // The tokenizer of a synthetic checkpoint: a byte-level BPE vocabulary in K3's file formats
-// (spec 6.1, 6.2). Ids 0..255 are the single bytes; further ranks are merges learned
-// deterministically from a small embedded English/code corpus, then (when the vocabulary asks
-// for more than the corpus yields) longer words built from existing tokens. The top 256 ids are
-// special slots with K3's 16 named specials at K3's relative positions.
+// (docs/model.md "Tokenizer files"). Ids 0..255 are the single bytes; further ranks are merges
+// learned deterministically from a small embedded English/code corpus, then (when the vocabulary
+// asks for more than the corpus yields) longer words built from existing tokens. The top 256 ids
+// are special slots with K3's 16 named specials at K3's relative positions.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -17,7 +17,8 @@ struct NamedSpecial {
     int offset;
     const char* content;
 };
-// The 16 named specials of spec 6.2; every other slot is "<|reserved_token_ID|>" (ID absolute).
+// The 16 named specials of docs/model.md "Tokenizer files"; every other slot is
+// "<|reserved_token_ID|>" (ID absolute).
 const std::vector<NamedSpecial>& k3_named_specials();
 
 // The ids config.json declares for a vocabulary of `vocab_size`, at K3's relative positions

@@ -84,9 +84,9 @@ inline float normal64(uint64_t r) {
     return (s - 2.0f) * 1.7320508f;
 }
 
-// The MLA q_a_proj writes its output at this scale: a mean square near 1e-5, comparable to the
-// eps of q_a_layernorm. Reading that eps wrong (rms_norm_eps 1e-5 instead of the first-party
-// 1e-6, spec 2.6 [DIV]) then changes the normed q by ~25% and the golden fixtures catch it
+// The MLA q_a_proj writes its output at this scale: a mean square near 1e-5, comparable to the eps
+// of q_a_layernorm. Reading that eps wrong (rms_norm_eps 1e-5 instead of the first-party 1e-6,
+// docs/model.md "Numerics") then changes the normed q by ~25% and the golden fixtures catch it
 // (issue 3); with unit-scale outputs the two eps values would be indistinguishable.
 constexpr float kMlaQaGain = 3e-3f;
 

@@ -1,5 +1,5 @@
 // The tokenizer proper: special-token splitting, UTF-8 validation, pre-tokenization and BPE
-// (spec 6.4), and decoding.
+// (docs/model.md "BPE"), and decoding.
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>

@@ -14,7 +14,7 @@
 namespace k3 {
 
 enum class SplitPattern {
-    Kimi,    // spec 6.3 (the K3 tokenizer)
+    Kimi,    // docs/model.md "Pre-tokenizer" (the K3 tokenizer)
     Cl100k,  // OpenAI cl100k_base (a second, independent parity check of the BPE core)
 };
 

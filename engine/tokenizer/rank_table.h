@@ -75,9 +75,10 @@ private:
     size_t max_length_ = 0;  // longest token: longer strings need no lookup
 };
 
-// Rank-based BPE of one piece (spec 6.4 / tiktoken): start from single bytes, repeatedly merge
-// the adjacent pair whose concatenation has the lowest rank (leftmost on ties) until no pair
-// is a token. A piece that is itself a token is emitted whole, as tiktoken does. Appends ids.
+// Rank-based BPE of one piece (docs/model.md "BPE", as tiktoken does): start from single bytes,
+// repeatedly merge the adjacent pair whose concatenation has the lowest rank (leftmost on ties)
+// until no pair is a token. A piece that is itself a token is emitted whole, as tiktoken does.
+// Appends ids.
 // Every single byte must have a rank (checked when the table is built).
 void bpe_encode_piece(const RankTable& table, std::string_view piece, std::vector<int32_t>& out);
 

@@ -1,4 +1,4 @@
-// Reading a tokenizer from a model directory (spec 6.1, 6.2): tiktoken.model (one
+// Reading a tokenizer from a model directory (docs/model.md "Tokenizer files"): tiktoken.model (one
 // "<base64 bytes> <rank>" per line) and tokenizer_config.json (added_tokens_decoder: id ->
 // {content, ...}). Also the npm tiktoken rank format used by the parity tests.
 #include <algorithm>

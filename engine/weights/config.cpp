@@ -1,6 +1,6 @@
-// config.json -> ModelConfig (spec section 1). Two passes, each reporting everything it finds in
-// one message: first every key is read (missing required keys and wrongly typed values are
-// collected), then the shape is checked against what k3serve implements. Nothing is defaulted
+// config.json -> ModelConfig (docs/model.md "Configuration"). Two passes, each reporting everything
+// it finds in one message: first every key is read (missing required keys and wrongly typed values
+// are collected), then the shape is checked against what k3serve implements. Nothing is defaulted
 // except the three booleans the release format defaults (mla_use_output_gate, moe_renormalize,
 // latent_moe_use_norm), and nothing unusual is approximated: it is refused by name.
 #include "weights/config.h"
@@ -417,8 +417,9 @@ ModelConfig parse_config(const std::string& json_text, const std::string& origin
     r.read_float(c.activation_situ_beta, {{"activation_situ_beta"}, {"situ_beta"}});
     r.read_float(c.activation_situ_linear_beta, {{"activation_situ_linear_beta"}, {"situ_linear_beta"}});
 
-    // Keys that only state semantics k3serve hard-codes. The released (nested) form always
-    // carries them, so there they are required; the flat test form (spec 1.3) omits them.
+    // Keys that only state semantics k3serve hard-codes. The released (nested) form always carries
+    // them, so there they are required; the flat test form (docs/model.md "Configuration") omits
+    // them.
     const bool release = r.is_release_form();
     std::string hidden_act, router_act, topk_method;
     bool have_hidden_act = r.read_string(hidden_act, {{"hidden_act"}}, release);

@@ -1,7 +1,7 @@
-// ModelConfig: the model's shape, read from the checkpoint's config.json (nested release form
-// or flat test form, spec section 1.1). Field names mirror the config.json keys so parsing is
-// 1:1 and greppable. load_config() refuses to guess: every missing required key is reported
-// in one message, and anything k3serve does not implement is refused by name.
+// ModelConfig: the model's shape, read from the checkpoint's config.json (nested release form or
+// flat test form, docs/model.md "Configuration"). Field names mirror the config.json keys so
+// parsing is 1:1 and greppable. load_config() refuses to guess: every missing required key is
+// reported in one message, and anything k3serve does not implement is refused by name.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -74,7 +74,7 @@ struct ModelConfig {
 };
 
 // The fixed eps of the MLA low-rank norms (q_a_layernorm, kv_a_layernorm): first-party code
-// constructs them with the class default, not rms_norm_eps (spec, decisions 1).
+// constructs them with the class default, not rms_norm_eps (docs/model.md "Numerics").
 inline constexpr float kMlaLoraNormEps = 1e-6f;
 // KDA q/k L2 norm: x * rsqrt(sum(x^2) + 1e-6).
 inline constexpr float kKdaL2NormEps = 1e-6f;
@@ -87,7 +87,8 @@ ModelConfig load_config(const std::filesystem::path& path);
 // Same, from JSON text (`origin` names the source in messages).
 ModelConfig parse_config(const std::string& json_text, const std::string& origin);
 
-// One line: "hidden=… layers=… vocab=… | 24 MLA + 69 KDA | experts 896 top16 shared2 | latent=3584".
+// One line: "hidden=… layers=… vocab=… | 24 MLA + 69 KDA | experts 896 top16 shared2 |
+// latent=3584".
 std::string describe(const ModelConfig& cfg);
 
 }  // namespace k3

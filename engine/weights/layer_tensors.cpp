@@ -27,7 +27,8 @@ using enum LayerPart;
 using enum DType;
 
 constexpr LayerTensor kLayerTensors[] = {
-    // Norms and the attention-residual scoring vectors (spec 2.3): fold = norm ⊙ proj.
+    // Norms and the attention-residual scoring vectors (docs/model.md "Layer stack"): fold = norm ⊙
+    // proj.
     {"input_layernorm.weight", All, BF16, K3_SHAPE(E), K3_VECTOR(input_norm)},
     {"post_attention_layernorm.weight", All, BF16, K3_SHAPE(E), K3_VECTOR(post_norm)},
     {"self_attention_res_norm.weight", All, BF16, K3_SHAPE(E), K3_VECTOR(fold_attn)},
@@ -35,7 +36,7 @@ constexpr LayerTensor kLayerTensors[] = {
     {"mlp_res_norm.weight", All, BF16, K3_SHAPE(E), K3_VECTOR(fold_mlp)},
     {"mlp_res_proj.weight", All, BF16, K3_SHAPE(1, E), K3_SCALES_ABOVE},
 
-    // Gated NoPE MLA (spec 2.6).
+    // Gated NoPE MLA (docs/model.md "Gated NoPE MLA").
     {"self_attn.q_a_proj.weight", Mla, BF16, K3_SHAPE(c.q_lora_rank, E), K3_MATRIX(mla.q_a)},
     {"self_attn.q_a_layernorm.weight", Mla, BF16, K3_SHAPE(c.q_lora_rank), K3_VECTOR(mla.q_a_norm)},
     {"self_attn.q_b_proj.weight", Mla, BF16, K3_SHAPE(H * c.mla_q_head_dim(), c.q_lora_rank), K3_MATRIX(mla.q_b)},
@@ -46,7 +47,7 @@ constexpr LayerTensor kLayerTensors[] = {
     {"self_attn.o_proj.weight", Mla, BF16, K3_SHAPE(E, H * c.v_head_dim), K3_MATRIX(mla.o)},
     {"self_attn.g_proj.weight", Mla, BF16, K3_SHAPE(H * c.v_head_dim, E), K3_MATRIX(mla.g)},
 
-    // Kimi Delta Attention (spec 2.5).
+    // Kimi Delta Attention (docs/model.md "Kimi Delta Attention").
     {"self_attn.q_proj.weight", Kda, BF16, K3_SHAPE(P, E), K3_MATRIX(kda.q)},
     {"self_attn.k_proj.weight", Kda, BF16, K3_SHAPE(P, E), K3_MATRIX(kda.k)},
     {"self_attn.v_proj.weight", Kda, BF16, K3_SHAPE(P, E), K3_MATRIX(kda.v)},
@@ -67,8 +68,8 @@ constexpr LayerTensor kLayerTensors[] = {
     {"mlp.up_proj.weight", Dense, BF16, K3_SHAPE(F, E), K3_MATRIX(dense.up)},
     {"mlp.down_proj.weight", Dense, BF16, K3_SHAPE(E, F), K3_MATRIX(dense.down)},
 
-    // Latent MoE (spec 2.7): router, the latent projections, the shared experts. The routed
-    // experts are not layer trunk tensors (model_tensors.h, expert_tensors).
+    // Latent MoE (docs/model.md "Latent MoE"): router, the latent projections, the shared experts.
+    // The routed experts are not layer trunk tensors (model_tensors.h, expert_tensors).
     {"block_sparse_moe.gate.weight", Moe, BF16, K3_SHAPE(c.num_experts, E), K3_MATRIX(moe.router)},
     {"block_sparse_moe.gate.e_score_correction_bias", Moe, F32, K3_SHAPE(c.num_experts), K3_VECTOR(moe.router_bias)},
     {"block_sparse_moe.routed_expert_down_proj.weight", Moe, BF16, K3_SHAPE(L, E), K3_MATRIX(moe.latent_down)},

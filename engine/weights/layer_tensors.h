@@ -1,7 +1,7 @@
-// The one description of a decoder layer's tensors (spec 3.2): for every tensor a layer may
-// hold, its name, which layers hold it, its dtype and shape in the release, and how the forward
-// pass uses it (a bf16 matrix read in place, or a small vector widened to fp32 once) with the
-// view it fills. The tensor list (model_tensors.h: loading, verify, inspect, make-model,
+// The one description of a decoder layer's tensors (docs/model.md "Tensor names"): for every tensor
+// a layer may hold, its name, which layers hold it, its dtype and shape in the release, and how the
+// forward pass uses it (a bf16 matrix read in place, or a small vector widened to fp32 once) with
+// the view it fills. The tensor list (model_tensors.h: loading, verify, inspect, make-model,
 // pack-trunk), the layer layout, the fp32 widening and the bound views (weights.h) all walk this
 // table, so a new layer tensor is one row here (plus a field in layer_views.h if a block reads it).
 #pragma once

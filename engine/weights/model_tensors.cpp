@@ -1,4 +1,5 @@
-// The tensor list (spec section 3.2): the layer trunk tensors come from the layer tensor table
+// The tensor list (docs/model.md "Tensor names"): the layer trunk tensors come from the layer
+// tensor table
 // (layer_tensors.cpp); the experts and model-level tensors are here. Shapes are [out][in]
 // row-major; MXFP4 tensors are [rows][in/2] packed bytes and [rows][in/32] E8M0 scales.
 #include "weights/model_tensors.h"

@@ -1,10 +1,9 @@
-// safetensors headers and the tensor directory (spec 3.1). Everything here treats the files as
-// untrusted: the header length is bounded before anything is allocated, the JSON is parsed
-// strictly (util/strict_json.h), every number is range-checked before it is used in
-// arithmetic, and each entry must lie inside the file without overlapping another. The
-// directory then checks the shards against each other and against
-// model.safetensors.index.json. All failures are k3::Error(ErrorKind::Checkpoint) naming the
-// file and tensor, with expected vs actual.
+// safetensors headers and the tensor directory (docs/model.md "Checkpoint files"). Everything here
+// treats the files as untrusted: the header length is bounded before anything is allocated, the
+// JSON is parsed strictly (util/strict_json.h), every number is range-checked before it is used in
+// arithmetic, and each entry must lie inside the file without overlapping another. The directory
+// then checks the shards against each other and against model.safetensors.index.json. All failures
+// are k3::Error(ErrorKind::Checkpoint) naming the file and tensor, with expected vs actual.
 #include "weights/safetensors.h"
 
 #include <fcntl.h>

@@ -1,8 +1,9 @@
-// safetensors shards and the tensor directory (spec 3.1). A shard is an 8-byte little-endian
-// header length N, N bytes of JSON, then raw data; every entry's data_offsets are relative to
-// the data start (absolute = 8 + N + begin). The directory maps each tensor name to its shard,
-// absolute byte offset, dtype and shape, and is validated before anything is served: every
-// failure throws k3::Error(ErrorKind::Checkpoint) naming the file and tensor, expected vs actual.
+// safetensors shards and the tensor directory (docs/model.md "Checkpoint files"). A shard is an
+// 8-byte little-endian header length N, N bytes of JSON, then raw data; every entry's data_offsets
+// are relative to the data start (absolute = 8 + N + begin). The directory maps each tensor name to
+// its shard, absolute byte offset, dtype and shape, and is validated before anything is served:
+// every failure throws k3::Error(ErrorKind::Checkpoint) naming the file and tensor, expected vs
+// actual.
 #pragma once
 #include <cstdint>
 #include <filesystem>

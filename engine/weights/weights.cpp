@@ -103,7 +103,8 @@ void fill(const ModelConfig& c, const LayerLayout& L, const uint8_t* run, LayerV
             case TensorUse::Matrix: break;
             case TensorUse::Vector: widen(run, t, v.rows[r]); break;
             case TensorUse::ScalesAbove: {
-                // fold = norm.weight ⊙ proj.weight: the attention-residual scoring vector (spec 2.3).
+                // fold = norm.weight ⊙ proj.weight: the attention-residual scoring vector
+                // (docs/model.md "Layer stack").
                 std::vector<float>& out = v.rows[r - 1];
                 widen(run, t, v.scratch);
                 for (size_t i = 0; i < out.size(); ++i) out[i] = out[i] * v.scratch[i];

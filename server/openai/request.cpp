@@ -189,8 +189,9 @@ std::string message_content(const json& m, size_t index) {
     return text;
 }
 
-// K3's efforts are low, medium, high and max. OpenAI's "minimal" has no K3 level: it means a
-// little thinking, so low (spec 6.5: never off); "xhigh" is max; "none" turns thinking off.
+// K3's efforts are low, medium, high and max. OpenAI's "minimal" has no K3 level: it means a little
+// thinking, so low (docs/model.md "Chat layout": never off); "xhigh" is max; "none" turns thinking
+// off.
 void apply_reasoning_effort(const std::string& effort, ChatOptions& o, const char* param) {
     if (effort == "none") {
         o.thinking = false;

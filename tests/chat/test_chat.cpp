@@ -1,6 +1,6 @@
-// Chat layout (spec 6.5): exact ids for several conversations, written out here segment by
-// segment from the spec's layout; user/assistant text never yields control tokens; the output
-// parser separates reasoning from the response and finds the end of the turn.
+// Chat layout (docs/model.md "Chat layout"): exact ids for several conversations, written out here
+// segment by segment from the spec's layout; user/assistant text never yields control tokens; the
+// output parser separates reasoning from the response and finds the end of the turn.
 #include <doctest/doctest.h>
 
 #include "common/scratch.h"
@@ -179,7 +179,7 @@ TEST_CASE("bad roles and efforts are refused; medium is an effort") {
     std::vector<ChatMessage> ok = {msg("user", "x")};
     ChatOptions opt;
     opt.thinking = true;
-    // "medium" is one of K3's efforts (spec 6.5 correction): rendered like the others.
+    // "medium" is one of K3's efforts (docs/model.md "Chat layout"): rendered like the others.
     opt.thinking_effort = "medium";
     CHECK(tok().decode(render_chat(tok(), ok, opt)).find("invoked with `thinking_effort=medium`.") != std::string::npos);
     opt.thinking_effort = "extreme";

@@ -1,7 +1,7 @@
 // `k3serve verify` and `k3serve inspect` as a user runs them ($K3SERVE_BIN): exit 0 on a sound
 // checkpoint with a summary of the layout facts; exit 2 with a message naming the file and
 // tensor on a truncated shard, a flipped header byte or a deleted tensor; inspect's figures
-// for the real Kimi K3 config (spec 2.9, 3.3).
+// for the real Kimi K3 config (docs/model.md "Sizes", "MXFP4").
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -133,7 +133,7 @@ TEST_CASE("e8m0 scales: known values and edge cases") {
     CHECK(e8m0_to_float(0) > 0.0f);
     CHECK(e8m0_to_float(1) == std::ldexp(1.0f, -126));
     CHECK(e8m0_to_float(254) == std::ldexp(1.0f, 127));
-    CHECK(e8m0_to_float(255) == 0.0f);  // E8M0 NaN decodes to zero (spec, decisions 1)
+    CHECK(e8m0_to_float(255) == 0.0f);  // E8M0 NaN decodes to zero (docs/model.md "Numerics")
     for (int s = 0; s < 256; ++s) {
         const uint32_t bits = e8m0_bits(static_cast<uint8_t>(s));
         float f;
@@ -305,7 +305,7 @@ TEST_CASE("reference kernels agree with fp64 arithmetic within the named toleran
             for (auto& a : alpha) a = unit(rng);
             alpha[0] = 1.0f;  // exact saturation is legal
             const float beta = 0.7f;
-            // fp64 evaluation of spec 2.5 step 6
+            // fp64 evaluation of the delta-rule step (docs/model.md "Kimi Delta Attention")
             std::vector<double> Sd(S.begin(), S.end()), u(D, 0.0), o(D, 0.0), scale_o(D, 0.0);
             for (int i = 0; i < D; ++i)
                 for (int j = 0; j < D; ++j) Sd[i * D + j] *= alpha[i];
@@ -436,9 +436,9 @@ TEST_CASE("every kernel set reproduces the reference bit for bit, on random shap
     }
 }
 
-// Products that underflow to -0.0 leave every lane at -0.0 (n >= 16), so the reference sums to -0.0. A
-// set that finishes a column tail by adding 0 * 0 to the lanes past the row's end turns those
-// lanes into +0.0 and its sum into +0.0: not the reference's bits.
+// Products that underflow to -0.0 leave every lane at -0.0 (n >= 16), so the reference sums to
+// -0.0. A set that finishes a column tail by adding 0 * 0 to the lanes past the row's end turns
+// those lanes into +0.0 and its sum into +0.0: not the reference's bits.
 TEST_CASE("signed zeros: lanes past a column tail keep their sums, for every kernel set") {
     const Kernels& ref = scalar_kernels();
     for (const NamedSet& set : all_sets()) {

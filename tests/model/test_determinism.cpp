@@ -1,4 +1,4 @@
-// Bit-identity of the forward pass (spec, decisions 2): the same logits bits for 1, 2 and 3
+// Bit-identity of the forward pass (docs/model.md "Numerics"): the same logits bits for 1, 2 and 3
 // threads, from run to run, and between one prefill and the same tokens fed one at a time
 // (and a prefill followed by decode steps), for the selected kernel set and for scalar.
 #include <doctest/doctest.h>

@@ -34,8 +34,8 @@ LM_HEAD = "language_model.lm_head.weight"
 
 MLA_LORA_NORM_EPS = 1e-6   # Decision 1: first-party default for q_a/kv_a layernorm
 KDA_L2_EPS = 1e-6          # Decision 1: x * rsqrt(sum(x^2) + 1e-6)
-MXFP4_GROUP = 32           # spec 3.3: one E8M0 scale per 32 consecutive inputs of a row
-# spec 3.3: nibble code -> E2M1 value; bit 3 is the sign.
+MXFP4_GROUP = 32           # docs/model.md "MXFP4": one E8M0 scale per 32 consecutive inputs of a row
+# docs/model.md "MXFP4": nibble code -> E2M1 value; bit 3 is the sign.
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float64)
 
 # Deliberate mistakes, each a flag in `mutations`: the goldens must catch every one.
@@ -74,7 +74,7 @@ class MissingTensor(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Configuration (spec 1.1): nested release form or flat form.
+# Configuration (docs/model.md "Configuration"): nested release form or flat form.
 # ---------------------------------------------------------------------------------------------
 
 class K3Config:
@@ -141,7 +141,7 @@ class K3Config:
                 raise ConfigError(f"{origin}: full_attn_layers entry {layer} outside 1..{n} (the list is one-based)")
 
     def mla_layers(self, zero_based_mistake=False):
-        """Zero-based indices of the MLA layers. full_attn_layers is ONE-based (spec 2.10 #1)."""
+        """Zero-based indices of the MLA layers. full_attn_layers is ONE-based (docs/model.md "Layer stack")."""
         if zero_based_mistake:
             return {i for i in self.full_attn_layers if i < self.num_hidden_layers}
         return {i - 1 for i in self.full_attn_layers}
@@ -154,7 +154,7 @@ def load_config(model_dir):
 
 
 # ---------------------------------------------------------------------------------------------
-# Primitives (spec 2.1)
+# Primitives (docs/model.md "Numerics")
 # ---------------------------------------------------------------------------------------------
 
 def sigmoid(x):
@@ -183,7 +183,7 @@ def situ_glu(gate, up, beta, linear_beta, capped_sigmoid_mistake=False):
 
 
 def dequantize_mxfp4(packed, scales, swap_nibbles=False):
-    """MXFP4 -> float (spec 3.3). packed [rows][in/2], scales [rows][in/32] E8M0.
+    """MXFP4 -> float (docs/model.md "MXFP4"). packed [rows][in/2], scales [rows][in/32] E8M0.
 
     Low nibble = even element, high nibble = odd element; value = E2M1[code] * 2^(s-127),
     with s = 255 decoding to 0 (Decision 1).
@@ -200,7 +200,7 @@ def dequantize_mxfp4(packed, scales, swap_nibbles=False):
 
 
 def delta_rule(q, k, v, beta, alpha, read_before_write_mistake=False):
-    """KDA recurrence (spec 2.5 step 6), sequential over t, all heads at once.
+    """KDA recurrence (docs/model.md "Kimi Delta Attention"), sequential over t, all heads at once.
 
     q, k, v, alpha [T][H][D]; beta [T][H]. State S[h] is [D_k][D_v], row i = key channel:
       S[i][:] *= alpha[i]; u = k^T S; S += outer(k, beta*(v - u)); o = (q/sqrt(D))^T S (updated S).
@@ -221,7 +221,7 @@ def delta_rule(q, k, v, beta, alpha, read_before_write_mistake=False):
 
 
 def nope_attention(q_nope, q_rope, k_nope, k_rope, v, scale, drop_rope_mistake=False):
-    """Causal softmax attention of gated NoPE MLA (spec 2.6).
+    """Causal softmax attention of gated NoPE MLA (docs/model.md "Gated NoPE MLA").
 
     q_nope [T][H][nope], q_rope [T][H][rope], k_nope [T][H][nope], k_rope [T][rope] (ONE
     unrotated key slot shared by all heads), v [T][H][vd]. score = (q_nope.k_nope + q_rope.k_rope)
@@ -292,7 +292,7 @@ class K3Reference:
             self._experts[il] = tuple(out)
         return self._experts[il]
 
-    # ---- spec 2.2: model-level pass ----
+    # ---- docs/model.md "Layer stack": model-level pass ----
 
     def forward(self, ids, trace=None):
         """Logits [T][vocab] for every position of `ids` (full-sequence evaluation).
@@ -332,7 +332,7 @@ class K3Reference:
         if trace is not None:
             trace["steps"].append((name if il is None else f"blk.{il}.{name}", value))
 
-    # ---- spec 2.3: AttnRes aggregator ----
+    # ---- docs/model.md "Layer stack": AttnRes aggregator ----
 
     def fold(self, norm_name, proj_name):
         """fold = norm.weight * proj.weight (proj is a [1][E] scoring vector)."""
@@ -348,7 +348,7 @@ class K3Reference:
         p = p / p.sum(axis=0, keepdims=True)
         return np.einsum("st,ste->te", p, keys if self.mut["attn_res_mixes_normed_sources"] else v)
 
-    # ---- spec 2.4: decoder layer ----
+    # ---- docs/model.md "Layer stack": decoder layer ----
 
     def decoder_layer(self, il, h, blocks, trace):
         c = self.cfg
@@ -384,7 +384,7 @@ class K3Reference:
             trace["layer_kind"].append("MLA" if il in self.mla else "KDA")
         return pref
 
-    # ---- spec 2.5: KDA ----
+    # ---- docs/model.md "Kimi Delta Attention": KDA ----
 
     def short_conv(self, x, taps):
         """Causal depthwise conv over time, then SiLU. x [T][P], taps [P][K]; tap K-1 = current input."""
@@ -440,7 +440,7 @@ class K3Reference:
         # 9. output projection
         return o @ lt("o_proj.weight", (E, P)).T
 
-    # ---- spec 2.6: gated NoPE MLA ----
+    # ---- docs/model.md "Gated NoPE MLA": gated NoPE MLA ----
 
     def mla_attention(self, il, x):
         c = self.cfg
@@ -479,7 +479,7 @@ class K3Reference:
                      self.mut["situ_sigmoid_of_capped_gate"])
         return a @ self.layer_tensor(il, "mlp.down_proj.weight", (E, F)).T
 
-    # ---- spec 2.7: latent MoE ----
+    # ---- docs/model.md "Latent MoE": latent MoE ----
 
     def route(self, il, x):
         """Top-k selection by s + bias (ties -> lowest index); weights from the unbiased s."""

@@ -1,4 +1,4 @@
-// The Kimi K3 split pattern (spec 6.3), verbatim in the Rust regex syntax the reference
+// The Kimi K3 split pattern (docs/model.md "Pre-tokenizer"), verbatim in the Rust regex syntax the reference
 // (tiktoken / tokenization_kimi.py) compiles, joined as tokenization_kimi.py joins its eight
 // alternatives. Shared by the golden generator and the benchmark.
 export const KIMI_PATTERN = [

@@ -1,6 +1,6 @@
 // Golden token ids for the tokenizer parity suite, from the reference implementation: the npm
 // package `tiktoken` (a WASM build of OpenAI's Rust tiktoken core), with
-//   (a) the Kimi K3 split pattern (spec 6.3, verbatim, in the Rust regex syntax the reference
+//   (a) the Kimi K3 split pattern (docs/model.md "Pre-tokenizer", verbatim, in the Rust regex syntax the reference
 //       compiles) over the o200k_base ranks, and the Kimi special-token names mapped to ids
 //       after those ranks;
 //   (b) the cl100k_base pattern, ranks and special tokens.
@@ -24,7 +24,7 @@ const cl100k = require("tiktoken/encoders/cl100k_base.json");
 const fixtures = join(root, "fixtures", "tokenizer");
 
 
-// Kimi's named special tokens (spec 6.2), placed after o200k_base's ranks with the same
+// Kimi's named special tokens (docs/model.md "Tokenizer files"), placed after o200k_base's ranks with the same
 // offsets they have after Kimi's 163584 ranks.
 const kimiNamed = {
   0: "[BOS]", 1: "[EOS]", 2: "<|end_of_msg|>", 3: "<|open|>", 4: "<|close|>", 5: "<|sep|>",

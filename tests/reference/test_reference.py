@@ -142,7 +142,7 @@ class TestPrimitives(unittest.TestCase):
         np.testing.assert_allclose(k3.situ_glu(g, u, 4.0, 25.0), expect)
 
     def test_short_conv_matches_the_history_form(self):
-        # spec 2.5 step 2: acc = w[K-1]*cur + sum_j w[j]*hist[j] (hist oldest first, raw inputs)
+        # docs/model.md "Kimi Delta Attention": acc = w[K-1]*cur + sum_j w[j]*hist[j] (hist oldest first, raw inputs)
         rng = np.random.default_rng(0)
         T, P, K = 7, 5, 4
         x, taps = rng.normal(size=(T, P)), rng.normal(size=(P, K))

@@ -1,8 +1,8 @@
 // Sampler known answers: the draws for a seed are pinned by a PCG32 and splitmix64 written here
-// from their published definitions (checked against the published first outputs), following
-// spec 6.5's seeding and 53-bit uniform; and ties at the top-k cut go to the lower id. A change
-// to the RNG, its seeding, the uniform's construction or the tie order fails here even when
-// the sampled frequencies (test_sampler.cpp) still look right.
+// from their published definitions (checked against the published first outputs), following the
+// seeding and 53-bit uniform of docs/model.md "Sampling and its seed"; and ties at the top-k cut go
+// to the lower id. A change to the RNG, its seeding, the uniform's construction or the tie order
+// fails here even when the sampled frequencies (test_sampler.cpp) still look right.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -128,7 +128,7 @@ TEST_CASE("presets have the documented shapes") {
     CHECK(tiny.full_attn_layers == std::vector<int>{4, 8, 12, 13});
     std::string map;
     for (int il = 0; il < 13; ++il) map += tiny.is_mla(il) ? 'M' : 'K';
-    CHECK(map == "KKKMKKKMKKKMM");  // spec 1.3 layer map
+    CHECK(map == "KKKMKKKMKKKMM");  // docs/model.md "Configuration" layer map
     CHECK(model_tensors(tiny).size() == 916);
 
     const ModelConfig& wide = preset("tiny-wide");

@@ -1,7 +1,8 @@
-// open_checkpoint() on hand-built checkpoints of the spec 1.3 tiny shape (written tensor by
-// tensor from the one tensor list, zero bytes): the layout facts come out right, and each
-// problem (missing tensor, wrong shape or dtype, inconsistent MXFP4 pair, a layer's trunk not
-// contiguous or split across shards, an expert not back to back) is refused naming the tensor.
+// open_checkpoint() on hand-built checkpoints of the tiny test shape (docs/model.md
+// "Configuration") (written tensor by tensor from the one tensor list, zero bytes): the layout
+// facts come out right, and each problem (missing tensor, wrong shape or dtype, inconsistent MXFP4
+// pair, a layer's trunk not contiguous or split across shards, an expert not back to back) is
+// refused naming the tensor.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -29,7 +29,7 @@ json k3_json() {
     return json::parse(in);
 }
 
-// The spec 1.3 tiny model in the flat form with its short aliases.
+// The tiny test model (docs/model.md "Configuration") in the flat form with its short aliases.
 json tiny_flat_json() {
     return json{{"hidden_size", 128},          {"num_hidden_layers", 13},
                 {"vocab_size", 256},           {"rms_norm_eps", 1e-5},
@@ -107,7 +107,7 @@ TEST_CASE("the real Kimi K3 config.json loads to the exact K3 shape") {
     CHECK(c.latent_moe_use_norm);
     CHECK(c.activation_situ_beta == 4.0f);
     CHECK(c.activation_situ_linear_beta == 25.0f);
-    // Derived widths (spec 1.2).
+    // Derived widths (docs/model.md "Configuration").
     CHECK(c.kda_width() == 12288);
     CHECK(c.mla_q_head_dim() == 192);
     CHECK(c.mla_kv_latent_dim() == 576);
@@ -140,7 +140,7 @@ TEST_CASE("the flat test form loads with the kda_* and situ_* aliases") {
     CHECK(c.num_key_value_heads == 4);  // absent -> equal to the attention heads
     std::string map;
     for (LayerKind k : c.layer_kind) map += k == LayerKind::Mla ? 'M' : 'K';
-    CHECK(map == "KKKMKKKMKKKMM");  // spec 1.3
+    CHECK(map == "KKKMKKKMKKKMM");  // docs/model.md "Configuration"
 }
 
 TEST_CASE("KDA dims never come from an unrelated head_dim or num_heads") {

@@ -65,7 +65,8 @@ TEST_CASE("K3 trunk is about 108.8 GB and names are unique") {
         names.insert(t.name);
     }
     CHECK(names.size() == all.size());
-    // 108.81 GB of layer runs (spec 2.9); the release's 497,220 tensors include vision ones.
+    // 108.81 GB of layer runs (docs/model.md "Sizes"); the release's 497,220 tensors include vision
+    // ones.
     CHECK(trunk > 108.70e9);
     CHECK(trunk < 108.90e9);
     CHECK(all.size() == 23 + 68 * 28 + 24 * 22 + 92 * 896 * 6 + 5);

@@ -1,7 +1,7 @@
-// A hand-built checkpoint of the spec 1.3 tiny shape (moe_intermediate_size 64 so MXFP4 groups
-// divide it), written tensor by tensor from the one tensor list with constant bytes, in the
-// release layout or any edited one. Used by the checkpoint and verify tests without needing
-// make-model.
+// A hand-built checkpoint of the tiny test shape (docs/model.md "Configuration")
+// (moe_intermediate_size 64 so MXFP4 groups divide it), written tensor by tensor from the one
+// tensor list with constant bytes, in the release layout or any edited one. Used by the checkpoint
+// and verify tests without needing make-model.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,6 +1,7 @@
-// The Kimi K3 chat layout (spec 6.5, xtml-tools.md): messages -> the exact token sequence the
-// model was trained on, and the model's output tokens -> reasoning, response text and tool
-// calls. User, assistant and tool text never produce special tokens, even when they spell them.
+// The Kimi K3 chat layout (docs/model.md "Chat layout", xtml-tools.md): messages -> the exact token
+// sequence the model was trained on, and the model's output tokens -> reasoning, response text and
+// tool calls. User, assistant and tool text never produce special tokens, even when they spell
+// them.
 #pragma once
 #include <cstdint>
 #include <memory>

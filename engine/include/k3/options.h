@@ -5,7 +5,7 @@
 
 namespace k3 {
 
-// How much memory the engine may use for weights (spec 5.2, issue "memory dial").
+// How much memory the engine may use for weights (docs/model.md "Memory presets").
 struct MemoryOptions {
     std::string preset;        // "" (everything resident), "laptop", "desktop", "workstation",
                                // "server", "max", "auto"

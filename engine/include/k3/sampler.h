@@ -1,7 +1,8 @@
-// Choosing the next token from logits: greedy by default; temperature, top_k, top_p and min_p
-// with a seed give reproducible output (same seed, same tokens). Pure functions over logits
-// plus a seeded RNG; no model knowledge. Truncation order: top_k, then top_p over the mass
-// left by top_k, then min_p relative to the most likely token. RNG: PCG32 seeded as spec 6.5.
+// Choosing the next token from logits: greedy by default; temperature, top_k, top_p and min_p with
+// a seed give reproducible output (same seed, same tokens). Pure functions over logits plus a
+// seeded RNG; no model knowledge. Truncation order: top_k, then top_p over the mass left by top_k,
+// then min_p relative to the most likely token. RNG: PCG32 seeded as docs/model.md "Sampling and
+// its seed" says.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -30,7 +31,8 @@ class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
     int32_t sample(std::span<const float> logits);
-    // Natural-log probability of `id` under the distribution sampled from (temperature 1 when greedy).
+    // Natural-log probability of `id` under the distribution sampled from (temperature 1 when
+    // greedy).
     // Temperature is applied; the top_k/top_p/min_p cut is not (so the value is always finite
     // for a finite logit and comparable across candidates).
     float logprob(std::span<const float> logits, int32_t id) const;

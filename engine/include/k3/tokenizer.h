@@ -1,6 +1,7 @@
-// Kimi K3's tokenizer: tiktoken-style byte-level BPE (tiktoken.model: base64 token bytes and
-// rank per line; the rank is the id) with the Kimi split pattern (spec 6.3) and the special
-// tokens of tokenizer_config.json (spec 6.2). Immutable after load: safe to use from any thread.
+// Kimi K3's tokenizer: tiktoken-style byte-level BPE (tiktoken.model: base64 token bytes and rank
+// per line; the rank is the id) with the Kimi split pattern (docs/model.md "Pre-tokenizer") and the
+// special tokens of tokenizer_config.json (docs/model.md "Tokenizer files"). Immutable after load:
+// safe to use from any thread.
 #pragma once
 #include <cstdint>
 #include <filesystem>

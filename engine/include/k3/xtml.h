@@ -1,7 +1,7 @@
-// Every literal of K3's XTML chat format in one table (spec 6.5 and xtml-tools.md). Strings
-// marked [unconfirmed] come from third-party fixtures, not from the official encoder: if one
-// turns out wrong, the correction is here and only here. Used by the renderer, the output
-// parser and the tool-call grammar.
+// Every literal of K3's XTML chat format in one table (docs/model.md "Chat layout" and
+// xtml-tools.md). Strings marked [unconfirmed] come from third-party fixtures, not from the
+// official encoder: if one turns out wrong, the correction is here and only here. Used by the
+// renderer, the output parser and the tool-call grammar.
 #pragma once
 #include <string>
 #include <string_view>
@@ -46,7 +46,7 @@ inline constexpr std::string_view kToolChoiceRequired =
 inline constexpr std::string_view kToolChoiceNone =
     "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.";
 
-// The thinking-effort system message (spec 6.5).
+// The thinking-effort system message (docs/model.md "Chat layout").
 inline constexpr std::string_view kThinkingEffortType = "thinking-effort";
 inline std::string thinking_effort_text(std::string_view effort) {
     return "`thinking_effort` guides on how much to think in your thinking channel (not including the "
