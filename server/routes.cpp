@@ -8,6 +8,7 @@
 #include "http/http_server.h"
 #include "info_routes.h"
 #include "k3/error.h"
+#include "load_figures.h"
 #include "request_gate.h"
 #include "route_reply.h"
 #include "status.h"
@@ -126,7 +127,8 @@ struct Router::Impl {
         server.Get("/metrics", wrap([this](const auto&, auto& res) {
                        res.set_content(state.metrics.render(state.queue.size(), state.queue.capacity(),
                                                             state.phase.load() == Phase::Ready, state.weights_load()) +
-                                           render_connection_figures(server.connection_figures()),
+                                           render_connection_figures(server.connection_figures()) +
+                                           render_load_figures(load_figures(state)),
                                        "text/plain; version=0.0.4");
                    }));
         server.Get("/v1/status", wrap([this](const auto& req, auto& res) { info.status(req, res); }));

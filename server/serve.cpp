@@ -21,6 +21,8 @@
 #include <thread>
 
 #include "ops/daemon_config.h"
+#include "load_figures.h"
+#include "ops/agent_port.h"
 #include "routes.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
@@ -171,7 +173,22 @@ int serve_main(int argc, char** argv) {
     }
     http.start();
     spdlog::info("listening on http://{}:{} (API answers 503 until the model is loaded)", config.host, port);
-    auto stop_http = [&] { http.stop(); };
+    // The agent port answers "drain" until the model is loaded, then the load weight.
+    AgentPort agent([&state] { return agent_reply(state); });
+    if (config.agent_port >= 0) {
+        try {
+            const int agent_port = agent.start(config.host, config.agent_port);
+            spdlog::info("agent-check: listening on {}:{}", config.host, agent_port);
+        } catch (const Error& e) {
+            spdlog::error("{}", e.what());
+            http.stop();
+            return exit_code_for(e.kind());
+        }
+    }
+    auto stop_http = [&] {
+        agent.stop();
+        http.stop();
+    };
 
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<Engine> engine;

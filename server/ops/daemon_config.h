@@ -29,6 +29,7 @@ struct DaemonConfig {
     int threads = 0;                  // compute threads; 0 = physical cores
     int http_threads = 64;            // requests answered at once (raised to queue depth + parallel + 16)
     int max_connections = 1024;       // open client connections (idle ones cost no thread)
+    int agent_port = -1;              // HAProxy agent-check port on --host; -1 = none, 0 = any free one
     int max_connections_per_address = 256;  // the same per client address, 0 = no such cap
     double first_byte_timeout_s = 3;  // a new connection must send its first byte within this
     double header_timeout_s = 10;     // a request head must arrive within this

@@ -196,6 +196,10 @@ const std::vector<DaemonSetting>& daemon_settings() {
                     "open client connections (default 1024; idle ones hold no thread); near it the longest idle one is "
                     "closed for a new one",
                     field(&D::max_connections), 1, 1000000),
+        int_setting("agent_port", "N",
+                    "answer HAProxy's agent-check on this port of --host: \"ready W%\" with W falling as requests and "
+                    "context fill, \"drain\" while loading or draining (default -1: off; 0 = any free port)",
+                    field(&D::agent_port), -1, 65535),
         int_setting("max_connections_per_address", "N",
                     "the same per client address, 0 = none (default 256; behind a proxy all clients share its address: "
                     "raise it or set 0)",

@@ -84,6 +84,16 @@ void LiveFigures::token(uint64_t job_id, const EngineStats& stats) {
     c.last_stats = stats;
 }
 
+LiveFigures::Held LiveFigures::held() const {
+    std::lock_guard lock(mutex_);
+    Held h;
+    for (const auto& [id, c] : current_) {
+        ++h.requests;
+        h.context_tokens += c.prompt_tokens + c.generated_tokens;
+    }
+    return h;
+}
+
 void LiveFigures::end(uint64_t job_id) {
     std::lock_guard lock(mutex_);
     auto it = current_.find(job_id);

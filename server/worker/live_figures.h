@@ -53,6 +53,14 @@ public:
     // The "prefill" object of a running request (as in /v1/status), null when it is not running.
     nlohmann::json prefill_json(uint64_t job_id) const;
 
+    // The requests being run and the context they hold (prompt + generated tokens), for the
+    // router-facing load figures (load_figures.h).
+    struct Held {
+        int requests = 0;
+        int64_t context_tokens = 0;
+    };
+    Held held() const;
+
 private:
     struct Current {
         uint64_t job_id = 0;
