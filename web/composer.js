@@ -23,7 +23,10 @@ export function attachments() { return pending.slice(); }
 export function clearComposer() {
   pending = [];
   drawChips();
-  scheduleCount();
+  // At once, not after the typing pause: the sent message now counts in the conversation, and
+  // for those 300 ms the meter counted it twice.
+  clearTimeout(timer);
+  count();
 }
 
 // What the model is sent for a user message: its text, then each attached file in a fence.
