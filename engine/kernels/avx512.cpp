@@ -363,7 +363,12 @@ inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_
     const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                       _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512 rows = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
-    for (int a = 0; a < 4; ++a) _mm_storeu_ps(out + a * out_stride, _mm512_extractf32x4_ps(rows, a));
+    // The lane index is an immediate: written out, so that builds without optimisation (the
+    // sanitizer preset) compile it too.
+    _mm_storeu_ps(out + 0 * out_stride, _mm512_extractf32x4_ps(rows, 0));
+    _mm_storeu_ps(out + 1 * out_stride, _mm512_extractf32x4_ps(rows, 1));
+    _mm_storeu_ps(out + 2 * out_stride, _mm512_extractf32x4_ps(rows, 2));
+    _mm_storeu_ps(out + 3 * out_stride, _mm512_extractf32x4_ps(rows, 3));
 }
 
 // softmax_exp (kernel_sets.h) of 16 lanes, the same operations as the scalar definition.
