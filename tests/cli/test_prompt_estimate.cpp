@@ -8,25 +8,16 @@
 #include <string>
 
 #include "cli/projection.h"
+#include "real_k3_config.h"
 #include "store/memory_plan.h"
 #include "weights/config.h"
 
 using namespace k3;
 using namespace k3::io;
+using k3::test::auto_plan;
+using k3::test::real_k3;
 
 namespace {
-
-cli::ModelSizes real_k3() {
-    const char* src = std::getenv("K3_SOURCE_DIR");
-    REQUIRE(src);
-    return cli::sizes_of(load_config(std::string(src) + "/tests/fixtures/config/kimi_k3_config.json"), "Kimi K3");
-}
-
-MemoryPlan auto_plan(const cli::ModelSizes& m, double gb) {
-    MemoryOptions o;
-    o.preset = "auto";
-    return make_memory_plan(cli::footprint_of(m), o, int64_t(gb * 1e9));
-}
 
 // The machine: a 7 GB/s disk, 3 TFLOP/s, attention at a third of that.
 cli::Bandwidths machine() {

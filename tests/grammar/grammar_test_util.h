@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/scratch.h"
 #include "grammar/automaton.h"
@@ -14,6 +15,14 @@
 #include "synthetic/vocab.h"
 
 namespace k3::test {
+
+// The ids that end an answer ([EOS], <|end_of_msg|>) where the tokenizer has them.
+inline std::vector<int32_t> end_ids(const Tokenizer& tok) {
+    std::vector<int32_t> ids;
+    for (const char* name : {"[EOS]", "<|end_of_msg|>"})
+        if (auto id = tok.special_id(name)) ids.push_back(*id);
+    return ids;
+}
 
 // Whether `text` (control tokens spelled "<|open|>" etc.) is a complete sentence of `g`.
 inline bool grammar_accepts(const Grammar& g, std::string_view text) {

@@ -14,15 +14,9 @@
 #include "grammar_test_util.h"
 
 using namespace k3;
+using k3::test::end_ids;
 
 namespace {
-
-std::vector<int32_t> end_ids(const Tokenizer& tok) {
-    std::vector<int32_t> ids;
-    for (const char* name : {"[EOS]", "<|end_of_msg|>"})
-        if (auto id = tok.special_id(name)) ids.push_back(*id);
-    return ids;
-}
 
 // One random walk: returns the text produced (controls as their text).
 std::string walk(const Grammar& g, const std::shared_ptr<Tokenizer>& tok, const std::shared_ptr<const TokenTable>& table,

@@ -12,17 +12,7 @@
 #include "k3/next_token.h"
 
 using namespace k3;
-
-namespace {
-
-std::vector<int32_t> end_ids(const Tokenizer& tok) {
-    std::vector<int32_t> ids;
-    for (const char* name : {"[EOS]", "<|end_of_msg|>"})
-        if (auto id = tok.special_id(name)) ids.push_back(*id);
-    return ids;
-}
-
-}  // namespace
+using k3::test::end_ids;
 
 TEST_CASE("next token: the defaults are the greedy choice, ties and NaN included, and nothing ends") {
     std::mt19937 rng(11);

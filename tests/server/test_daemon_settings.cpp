@@ -12,20 +12,15 @@
 #include <vector>
 
 #include "k3/error.h"
+#include "daemon_args.h"
 #include "ops/daemon_config.h"
 #include "ops/daemon_settings.h"
 
 using namespace k3;
 using namespace k3::server;
+using k3::test::parse_daemon_args;
 
 namespace {
-
-DaemonConfig parse(std::vector<std::string> args) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    bool help = false;
-    return parse_daemon_config(int(argv.size()), argv.data(), &help);
-}
 
 // The markdown table that starts with `header_line` in `page`, up to the first line that is not
 // a table row.
@@ -67,7 +62,7 @@ TEST_CASE("the effective config, read back as a config file, is the same config"
     unsetenv("K3SERVE_HOST");
     unsetenv("K3SERVE_API_KEY");
     unsetenv("K3SERVE_MODEL");
-    DaemonConfig first = parse({"serve", "/models/m", "--port", "9001", "--queue-depth", "3", "--deadline-s", "12.5",
+    DaemonConfig first = parse_daemon_args({"serve", "/models/m", "--port", "9001", "--queue-depth", "3", "--deadline-s", "12.5",
                                 "--allowed-hosts", "a.example,b.example", "--no-lookahead", "--mlock", "false",
                                 "--trunk-gb", "2.5", "--log-format", "json", "--prompt-cache-dir", "/var/cache/k3"});
     nlohmann::json shown = first.to_json();
@@ -84,12 +79,12 @@ TEST_CASE("the effective config, read back as a config file, is the same config"
 }
 
 TEST_CASE("--no-FLAG turns off a switch and is refused for anything else") {
-    DaemonConfig c = parse({"serve", "m", "--no-mlock", "--no-background-load"});
+    DaemonConfig c = parse_daemon_args({"serve", "m", "--no-mlock", "--no-background-load"});
     CHECK_FALSE(c.mlock);
     CHECK_FALSE(c.memory.background_load);
     for (const char* flag : {"--no-port", "--no-web-ui", "--no-bogus"}) {
         try {
-            parse({"serve", "m", flag});
+            parse_daemon_args({"serve", "m", flag});
             FAIL("accepted: " << flag);
         } catch (const Error& e) {
             CHECK(e.kind() == ErrorKind::Usage);

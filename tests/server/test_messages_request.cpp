@@ -13,6 +13,7 @@
 
 #include "anthropic/messages.h"
 #include "fake_engine.h"
+#include "fake_limits.h"
 #include "openai/fields.h"
 
 using namespace k3;
@@ -21,19 +22,6 @@ using namespace k3::test;
 
 namespace {
 
-const FakeTokenizer& tokenizer() {
-    static FakeTokenizer tok;
-    return tok;
-}
-
-ModelLimits limits() {
-    ModelLimits l;
-    l.model_name = "fake";
-    l.n_ctx = 4096;
-    l.max_prompt_tokens = 4095;
-    l.n_vocab = tokenizer().n_vocab();
-    return l;
-}
 
 struct Parsed {
     GenerationRequest request;
@@ -44,16 +32,16 @@ struct Parsed {
 Parsed messages(const json& body) {
     Parsed p;
     IgnoredFieldsScope scope(p.ignored);
-    p.request = parse_messages_request(body, tokenizer(), limits());
-    p.prompt = tokenizer().decode(p.request.prompt);
+    p.request = parse_messages_request(body, fake_tokenizer(), fake_limits());
+    p.prompt = fake_tokenizer().decode(p.request.prompt);
     return p;
 }
 
 Parsed chat(const json& body) {
     Parsed p;
     IgnoredFieldsScope scope(p.ignored);
-    p.request = parse_chat_request(body, tokenizer(), limits());
-    p.prompt = tokenizer().decode(p.request.prompt);
+    p.request = parse_chat_request(body, fake_tokenizer(), fake_limits());
+    p.prompt = fake_tokenizer().decode(p.request.prompt);
     return p;
 }
 
@@ -62,7 +50,7 @@ ApiError refusal(const json& body) {
     try {
         IgnoredFields ignored;
         IgnoredFieldsScope scope(ignored);
-        parse_messages_request(body, tokenizer(), limits());
+        parse_messages_request(body, fake_tokenizer(), fake_limits());
     } catch (const ApiError& e) {
         return e;
     }
@@ -454,10 +442,10 @@ TEST_CASE("Messages request: the top-level fields, each refused alone when wrong
 
 TEST_CASE("Messages count_tokens: the prompt's length, also past the context") {
     json b = body_of(json::array({user("hello there")}));
-    CHECK(count_message_tokens(b, tokenizer(), limits()) == int(messages(b).request.prompt.size()));
+    CHECK(count_message_tokens(b, fake_tokenizer(), fake_limits()) == int(messages(b).request.prompt.size()));
     json longer = body_of(json::array({user(std::string(6000, 'x'))}));
-    CHECK(count_message_tokens(longer, tokenizer(), limits()) > limits().n_ctx);
+    CHECK(count_message_tokens(longer, fake_tokenizer(), fake_limits()) > fake_limits().n_ctx);
     json s = b;
     s["system"] = "sys";
-    CHECK(count_message_tokens(s, tokenizer(), limits()) > count_message_tokens(b, tokenizer(), limits()));
+    CHECK(count_message_tokens(s, fake_tokenizer(), fake_limits()) > count_message_tokens(b, fake_tokenizer(), fake_limits()));
 }

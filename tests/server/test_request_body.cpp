@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "fake_engine.h"
+#include "fake_limits.h"
 #include "openai/json_body.h"
 #include "openai/request.h"
 #include "openai/response_format.h"
@@ -14,19 +15,6 @@ using namespace k3::test;
 
 namespace {
 
-const FakeTokenizer& tokenizer() {
-    static FakeTokenizer tok;
-    return tok;
-}
-
-ModelLimits limits() {
-    ModelLimits l;
-    l.model_name = "fake";
-    l.n_ctx = 4096;
-    l.max_prompt_tokens = 4095;
-    l.n_vocab = tokenizer().n_vocab();
-    return l;
-}
 
 // Properties written z, a, m: sorted they would be a, m, z.
 constexpr const char* kSchema =
@@ -72,9 +60,9 @@ TEST_CASE("request body: the grammar follows the written order for chat, llama-s
                                    R"("response_format":{"type":"json_schema","json_schema":{"name":"n","schema":)" + kSchema + "}}}");
     const JsonBody responses = parse(std::string(R"({"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"n","schema":)") +
                                      kSchema + "}}}");
-    const GenerationRequest c = parse_chat_request(as_chat.value, tokenizer(), limits(), &as_chat.schemas);
-    const GenerationRequest r = parse_responses_request(responses.value, tokenizer(), limits(), &responses.schemas);
-    const GenerationRequest r_sorted = parse_responses_request(responses.value, tokenizer(), limits(), nullptr);
+    const GenerationRequest c = parse_chat_request(as_chat.value, fake_tokenizer(), fake_limits(), &as_chat.schemas);
+    const GenerationRequest r = parse_responses_request(responses.value, fake_tokenizer(), fake_limits(), &responses.schemas);
+    const GenerationRequest r_sorted = parse_responses_request(responses.value, fake_tokenizer(), fake_limits(), nullptr);
     REQUIRE(c.params.grammar);
     REQUIRE(r.params.grammar);
     CHECK(r.params.grammar->same_rules(*c.params.grammar));

@@ -12,6 +12,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "daemon_args.h"
 #include "ops/daemon_config.h"
 #include "fake_engine.h"
 #include "openai/json_body.h"
@@ -23,6 +24,7 @@
 
 using namespace k3;
 using namespace k3::server;
+using k3::test::parse_daemon_args;
 using namespace k3::test;
 
 TEST_CASE("StopMatcher holds back possible starts and cuts at the earliest stop") {
@@ -120,13 +122,6 @@ TEST_CASE("BoundedQueue: a push waiting for room gets it when the reader takes a
 
 namespace {
 
-DaemonConfig parse(std::vector<std::string> args) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    bool help = false;
-    return parse_daemon_config(int(argv.size()), argv.data(), &help);
-}
-
 // Writes `text` to a file `name` in this process's scratch directory; returns its path.
 std::string scratch_file(const std::string& name, const std::string& text) {
     const auto path = k3::test::process_scratch_root() / name;
@@ -139,7 +134,7 @@ std::string scratch_file(const std::string& name, const std::string& text) {
 TEST_CASE("config precedence: defaults < config file < environment < command line") {
     unsetenv("K3SERVE_PORT");
     unsetenv("K3SERVE_HOST");
-    DaemonConfig d = parse({"serve", "/models/m"});
+    DaemonConfig d = parse_daemon_args({"serve", "/models/m"});
     CHECK(d.host == "127.0.0.1");
     CHECK(d.port == 8080);
     CHECK(d.model_alias == "m");
@@ -148,7 +143,7 @@ TEST_CASE("config precedence: defaults < config file < environment < command lin
     std::string file = scratch_file("k3serve_test.json",
                                   R"({"_comment": "x", "port": 9000, "queue_depth": 3, "api_key": ["a", "b"],
                                       "cors_origin": "http://x.example", "deadline_s": 12.5, "model": "/models/from-file"})");
-    DaemonConfig f = parse({"serve", "--config", file});
+    DaemonConfig f = parse_daemon_args({"serve", "--config", file});
     CHECK(f.port == 9000);
     CHECK(f.queue_depth == 3);
     CHECK(f.api_keys.size() == 2);
@@ -156,8 +151,8 @@ TEST_CASE("config precedence: defaults < config file < environment < command lin
     CHECK(f.model_dir == "/models/from-file");
 
     setenv("K3SERVE_PORT", "9100", 1);
-    CHECK(parse({"serve", "--config", file}).port == 9100);
-    DaemonConfig cli = parse({"serve", "--config", file, "--port", "9200", "--queue-depth=5", "/models/cli"});
+    CHECK(parse_daemon_args({"serve", "--config", file}).port == 9100);
+    DaemonConfig cli = parse_daemon_args({"serve", "--config", file, "--port", "9200", "--queue-depth=5", "/models/cli"});
     CHECK(cli.port == 9200);
     CHECK(cli.queue_depth == 5);
     CHECK(cli.model_dir == "/models/cli");
@@ -169,7 +164,7 @@ TEST_CASE("config precedence: defaults < config file < environment < command lin
 TEST_CASE("config refusals name the flag or key") {
     auto refuses = [](std::vector<std::string> args, const std::string& needle, ErrorKind kind) {
         try {
-            parse(args);
+            parse_daemon_args(args);
             FAIL("accepted: " << args.back());
         } catch (const Error& e) {
             CHECK(e.kind() == kind);
@@ -193,7 +188,7 @@ TEST_CASE("config refusals name the flag or key") {
 
 TEST_CASE("the example config parses") {
     std::string src = std::getenv("K3_SOURCE_DIR") ? std::getenv("K3_SOURCE_DIR") : ".";
-    DaemonConfig c = parse({"serve", "--config", src + "/config/k3serve.example.json"});
+    DaemonConfig c = parse_daemon_args({"serve", "--config", src + "/config/k3serve.example.json"});
     CHECK(c.host == "127.0.0.1");
     CHECK_FALSE(c.model_dir.empty());
 }
