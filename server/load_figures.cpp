@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/metrics.h"
+
 namespace k3::server {
 
 double LoadFigures::pressure() const {
@@ -31,8 +33,7 @@ LoadFigures load_figures(const ServerState& state) {
 std::string render_load_figures(const LoadFigures& f) {
     std::string out;
     auto gauge = [&out](const char* name, const char* help, int64_t value) {
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
-               std::to_string(value) + "\n";
+        write_metric(out, name, "gauge", help, double(value));
     };
     gauge("k3serve:requests_queued", "Requests waiting for a slot (at most --queue-depth).", f.queued);
     gauge("k3serve:requests_running", "Requests the engine worker runs now (at most --parallel).", f.running);

@@ -16,13 +16,13 @@ std::string format_number(double v) {
     return buf;
 }
 
+}  // namespace
+
 void write_metric(std::string& out, const std::string& name, const char* type, const std::string& help,
                   double value) {
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
     out += name + " " + format_number(value) + "\n";
 }
-
-}  // namespace
 
 std::string render_connection_figures(const ConnectionFigures& f) {
     std::string out;

@@ -56,6 +56,10 @@ inline constexpr RequestOutcome kAllRequestOutcomes[] = {
     RequestOutcome::Deadline,     RequestOutcome::RejectedFull,    RequestOutcome::RejectedLoading,
     RequestOutcome::RejectedShutdown, RequestOutcome::Invalid,     RequestOutcome::Unauthorized,
     RequestOutcome::Error};
+// One metric in Prometheus' text format: its HELP and TYPE lines, then its value.
+void write_metric(std::string& out, const std::string& name, const char* type, const std::string& help,
+                  double value);
+
 // The HTTP front's connection figures as /metrics series (k3serve:http_connections_*).
 std::string render_connection_figures(const ConnectionFigures& f);
 
