@@ -1,8 +1,6 @@
 #include "ops/agent_port.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,33 +8,24 @@
 #include <cerrno>
 #include <cstring>
 
+#include "http/socket_address.h"
 #include "k3/error.h"
 
 namespace k3::server {
 
 int AgentPort::start(const std::string& host, int port) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    const std::string service = std::to_string(port);
-    if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res) != 0 || !res)
-        throw Error(ErrorKind::Usage, "--agent-port: cannot resolve '" + host + "'");
-    int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
-        const std::string why = std::strerror(errno);
-        if (fd >= 0) ::close(fd);
-        ::freeaddrinfo(res);
-        throw Error(ErrorKind::Usage, "--agent-port: cannot listen on " + host + ":" + service + ": " + why);
+    // The same listening socket as the HTTP server's (http/socket_address.h): non-blocking, which
+    // loop() suits since it polls before each accept.
+    errno = 0;
+    const int fd = listen_socket(host, port);
+    if (fd < 0) {
+        std::string why = "--agent-port: cannot listen on " + host + ":" + std::to_string(port);
+        if (errno != 0) why += std::string(": ") + std::strerror(errno);
+        throw Error(ErrorKind::Usage, why);
     }
-    ::freeaddrinfo(res);
-    sockaddr_storage bound{};
-    socklen_t len = sizeof bound;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-    const int bound_port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                                       : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    std::string bound_addr;
+    int bound_port = port;
+    peer_address(fd, /*local=*/true, bound_addr, bound_port);
     if (::pipe2(wake_, O_CLOEXEC) != 0) {
         ::close(fd);
         throw Error(ErrorKind::Usage, "--agent-port: pipe: " + std::string(std::strerror(errno)));
