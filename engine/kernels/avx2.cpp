@@ -419,6 +419,7 @@ const Kernels& avx2_table() {
         .dot_f32 = dot_f32_avx2,
         .kda_step = kda_step_avx2,
         .attend_block = attend_block_avx2,
+        .situ_glu = situ_glu_avx2,
     };
     return table;
 }

@@ -561,6 +561,7 @@ const Kernels& avx512_table() {
         .dot_f32 = dot_f32_avx512,
         .kda_step = kda_step_avx512,
         .attend_block = attend_block_avx512,
+        .situ_glu = situ_glu_avx512,
     };
     return table;
 }

@@ -101,12 +101,15 @@ inline int64_t matmul_token_tile(int64_t cols) {
 
 #if K3_HAVE_AVX2
 const Kernels& avx2_table();  // avx2.cpp; only call when the CPU has AVX2+FMA+F16C
+void situ_glu_avx2(float* g, const float* u, int64_t n, float b1, float b2);  // avx2_situ.cpp
 #endif
 #if K3_HAVE_NEON
 const Kernels& neon_table();  // neon.cpp; aarch64 builds only
+void situ_glu_neon(float* g, const float* u, int64_t n, float b1, float b2);  // neon_situ.cpp
 #endif
 #if K3_HAVE_AVX512
 const Kernels& avx512_table();  // avx512.cpp; only call when the CPU has AVX-512 F/BW/VL/DQ
+void situ_glu_avx512(float* g, const float* u, int64_t n, float b1, float b2);  // avx512_situ.cpp
 #endif
 
 }  // namespace k3

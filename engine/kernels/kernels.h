@@ -59,6 +59,12 @@ struct Kernels {
     void (*attend_block)(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
                          int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
                          float* m, float* l, float* acc, int64_t acc_stride, float* scratch);
+
+    // SiTU-GLU in place (docs/model.md "Numerics"): g[i] = (b1 tanh(g[i]/b1)) sigmoid(g[i]) *
+    // (b2 tanh(u[i]/b2)) for i < n, with tanh and exp by the polynomials of situ_lanes.h (within
+    // a few ulp of the exact function; tests/kernels/test_situ_glu.cpp measures it), the same
+    // bits in every set and whatever the split of the elements.
+    void (*situ_glu)(float* g, const float* u, int64_t n, float b1, float b2);
 };
 
 // Keys per attention block: 64 rows of K3's 576-float MLA latent are 147 KiB, which stay in

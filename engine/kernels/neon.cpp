@@ -372,6 +372,7 @@ const Kernels& neon_table() {
         .dot_f32 = dot_f32_neon,
         .kda_step = kda_step_neon,
         .attend_block = attend_block_neon,
+        .situ_glu = situ_glu_neon,
     };
     return table;
 }

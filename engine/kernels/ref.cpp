@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/kernel_sets.h"
+#include "kernels/situ_lanes.h"
 #include "util/check.h"
 
 namespace k3 {
@@ -120,6 +121,11 @@ void attend_block_ref(const float* Q, int64_t q_stride, int nq, const int32_t* n
     }
 }
 
+// SiTU-GLU one element at a time: situ_lanes.h's definition on a single lane.
+void situ_glu_ref(float* g, const float* u, int64_t n, float b1, float b2) {
+    situ::situ_glu_span<situ::ScalarOps, 1>(g, u, n, b1, b2);
+}
+
 }  // namespace
 
 const Kernels& scalar_kernels() {
@@ -132,6 +138,7 @@ const Kernels& scalar_kernels() {
         .dot_f32 = dot_f32_ref,
         .kda_step = kda_step_ref,
         .attend_block = attend_block_ref,
+        .situ_glu = situ_glu_ref,
     };
     return table;
 }

@@ -85,4 +85,14 @@ void parallel_elementwise(const Compute& cp, int64_t n, F&& fn) {
     });
 }
 
+// SiTU-GLU in place, g[i] = situ_glu(g[i], u[i]) for i < n (the kernels' situ_glu, whose bits do
+// not depend on how the elements are cut), in chunks of 1024 on the engine's threads.
+inline void parallel_situ_glu(const Compute& cp, float* g, const float* u, int64_t n, float b1, float b2) {
+    constexpr int64_t kChunk = 1024;
+    cp.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk, int) {
+        const int64_t i0 = chunk * kChunk;
+        cp.k.situ_glu(g + i0, u + i0, std::min(n, i0 + kChunk) - i0, b1, b2);
+    });
+}
+
 }  // namespace k3

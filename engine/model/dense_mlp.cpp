@@ -1,6 +1,5 @@
 // The dense SiTU-GLU MLP of the first first_k_dense_replace layers: down(situ(gate x, up x)).
 #include "model/blocks.h"
-#include "model/norms.h"
 
 namespace k3 {
 
@@ -12,7 +11,7 @@ void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int 
     // gate, up  [T][F]
     m.compute.matmul_bf16_many({{w.gate, x, a.dgate.data(), F, E}, {w.up, x, a.dup.data(), F, E}}, T);
     // SiTU-GLU in place
-    parallel_elementwise(m.compute, T * F, [&](int64_t i) { a.dgate[i] = situ_glu(a.dgate[i], a.dup[i], b1, b2); });
+    parallel_situ_glu(m.compute, a.dgate.data(), a.dup.data(), T * F, b1, b2);
     // out = W_down act  [T][E]
     m.compute.matmul_bf16(w.down, a.dgate.data(), out, E, F, T);
 }

@@ -82,7 +82,7 @@ void run_experts(Model& m, int il, int b0, int nb) {
     // act = SiTU-GLU(gate, up), in place
     float* gate = &a.ex_gate[slot0 * I];
     const float* up = &a.ex_up[slot0 * I];
-    parallel_elementwise(cp, (slot1 - slot0) * I, [&](int64_t i) { gate[i] = situ_glu(gate[i], up[i], b1, b2); });
+    parallel_situ_glu(cp, gate, up, (slot1 - slot0) * I, b1, b2);
     // e = W2 act  [n_u][L]
     for_expert_rows(L, [&](const ExpertWeights& ew, int64_t s0, int64_t n_u, RowRange r, int thread) {
         cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r, thread);
@@ -242,7 +242,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     // shared experts on the original input, unweighted, added after the up-projection
     if (SI > 0) {
         const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-        parallel_elementwise(cp, T * SI, [&](int64_t i) { a.sgate[i] = situ_glu(a.sgate[i], a.sup[i], b1, b2); });
+        parallel_situ_glu(cp, a.sgate.data(), a.sup.data(), T * SI, b1, b2);
         cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, T);
         for (int64_t i = 0; i < T * E; ++i) out[i] += a.sout[i];
     }

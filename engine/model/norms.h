@@ -1,6 +1,6 @@
-// The per-vector math of the forward pass that is not a weight product: RMSNorm, the KDA L2 norm,
-// sigmoid and SiTU-GLU (docs/model.md "Numerics"). Sums of squares accumulate in double in index
-// order, so a norm's result does not depend on anything but its input.
+// The per-vector math of the forward pass that is not a weight product: RMSNorm, the KDA L2 norm
+// and sigmoid (docs/model.md "Numerics"; SiTU-GLU is a kernel, kernels.h). Sums of squares
+// accumulate in double in index order, so a norm's result does not depend on anything but its input.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -28,12 +28,6 @@ inline void l2norm(float* x, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
     const float inv = float(1.0 / std::sqrt(ss + double(eps)));
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
-// SiTU-GLU: b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2); the sigmoid takes the uncapped gate.
-inline float situ_glu(float g, float u, float b1, float b2) {
-    const float a = b1 * std::tanh(g / b1) * sigmoid(g);
-    return a * (b2 * std::tanh(u / b2));
 }
 
 }  // namespace k3
