@@ -286,7 +286,7 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
                            "audio", "function_call", "tool_calls"},
                        where);
         else if (cm.role == "tool")
-            check_keys(m, {"role", "content", "tool_call_id"}, where);
+            check_keys(m, {"role", "content", "tool_call_id", "name"}, where);
         else if (cm.role == "function")
             check_keys(m, {"role", "content", "name"}, where);
         else if (cm.role == "system" || cm.role == "user")
@@ -311,10 +311,18 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
             calls.add_turn(ids);
         } else if (cm.role == "tool") {
             auto id = get_string(m, "tool_call_id");
-            if (!id)
+            auto name = get_string(m, "name");
+            if (id) {
+                std::tie(cm.tool_name, cm.tool_index) = calls.find(*id, where + ".tool_call_id");
+            } else if (name && !name->empty()) {
+                // A result no call asked for (the Responses API's call-less function_call_output):
+                // index 0, which no call has, since a turn's calls count from 1.
+                cm.tool_name = *name;
+                cm.tool_index = 0;
+            } else {
                 throw bad_request(where + ".tool_call_id", "'" + where + ".tool_call_id' is required",
                                   "missing_required_parameter");
-            std::tie(cm.tool_name, cm.tool_index) = calls.find(*id, where + ".tool_call_id");
+            }
         } else if (cm.role == "function") {  // legacy: the result of the latest call to `name`
             auto name = get_string(m, "name");
             if (!name) throw bad_request(where + ".name", "'" + where + ".name' is required", "missing_required_parameter");

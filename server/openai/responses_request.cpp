@@ -99,11 +99,18 @@ json translate_input(const json& body) {
         } else if (type == "function_call_output") {
             check_keys(item, {"type", "call_id", "output", "name", "namespace", "id", "status"}, where);
             auto call_id = get_string(item, "call_id");
+            auto name = get_string(item, "name");
+            if (auto ns = get_string(item, "namespace"); ns && !ns->empty() && name) *name = *ns + kNamespaceSeparator + *name;
             const json* output = field(item, "output");
-            if (!call_id || !output)
-                throw bad_request(where, "'" + where + "' needs call_id and output", "missing_required_parameter");
+            if ((!call_id && !name) || !output)
+                throw bad_request(where, "'" + where + "' needs call_id (or, for an output no call asked for, name) and output",
+                                  "missing_required_parameter");
             std::string text = output->is_string() ? output->get<std::string>() : item_text(*output, where + ".output");
-            messages.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
+            // Codex sends some outputs of its own with a name and no call_id (its goal objective,
+            // "agent.goal_objective", after create_goal): a tool result no call asked for, which
+            // the chat parser renders with index 0 (docs/api.md, "Responses API").
+            if (call_id) messages.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
+            else messages.push_back({{"role", "tool"}, {"name", *name}, {"content", text}});
         } else if (type == "reasoning") {
             check_keys(item, {"type", "id", "summary", "content", "encrypted_content", "status"}, where);
             pending_reasoning += reasoning_text(item);
