@@ -183,4 +183,82 @@ double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
     return attention_flops_per_pair(dk, dv) * double(tiles * tile * n_keys) * reps / s / 1e9;
 }
 
+namespace {
+
+// Runs `pass` until `seconds` have gone (after one warm-up pass): passes per second.
+template <class F>
+double passes_per_second(double seconds, F&& pass) {
+    pass();
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    do {
+        pass();
+        ++reps;
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (s < seconds);
+    return reps / s;
+}
+
+}  // namespace
+
+ModelCompute measure_model_compute(const ModelConfig& c, int chunk_tokens, int threads, double seconds) {
+    ModelCompute r;
+    Compute cp(select_kernels(), std::max(1, threads));
+    std::mt19937 rng(3);
+    // Trunk: [rows][hidden] bf16 over the chunk's tokens, 64 at a time (the kernels' token tile,
+    // kernel_sets.h); rows as many as a layer's widest product has, up to 32 MB of weights.
+    const int64_t E = std::max(16, c.hidden_size);
+    const int64_t widest = std::max<int64_t>({c.intermediate_size, c.shared_intermediate(), 4 * int64_t(c.kda_width()), 16});
+    const int64_t rows = std::clamp<int64_t>(widest, 16, (int64_t(16) << 20) / E) / 16 * 16;
+    const int64_t T = std::clamp(chunk_tokens, 1, 64);
+    {
+        std::vector<uint16_t> W(size_t(rows * E));
+        for (auto& w : W) w = uint16_t(0x3c00 + (rng() & 0x3ff));
+        std::vector<float> X(size_t(T * E), 0.5f), Y(size_t(T * rows));
+        cp.reserve(T);
+        const double per_s = passes_per_second(seconds / 3, [&] { cp.matmul_bf16(W.data(), X.data(), Y.data(), rows, E, T); });
+        r.trunk_gflops = 2.0 * double(rows * E * T) * per_s / 1e9;
+    }
+    // Experts: a chunk's tokens spread over the experts, top-k each (K3's router is near-flat), as
+    // many experts as there are threads to keep busy; the gate projection [I][L], MXFP4.
+    if (c.num_experts > 0 && c.moe_intermediate_size > 0 && c.routed_expert_hidden_size > 0) {
+        const int64_t I = c.moe_intermediate_size, L = c.routed_expert_hidden_size;
+        const int64_t per_expert = std::clamp<int64_t>(
+            int64_t(std::lround(double(chunk_tokens) * c.num_experts_per_token / c.num_experts)), 1, 64);
+        const int64_t n_experts = 4 * std::max(1, threads);
+        std::vector<uint8_t> packed(size_t(n_experts * I * L / 2)), scales(size_t(n_experts * I * L / 32), 120);
+        for (auto& b : packed) b = uint8_t(rng());
+        std::vector<float> X(size_t(per_expert * L), 0.25f), Y(size_t(n_experts * per_expert * I));
+        const double per_s = passes_per_second(seconds / 3, [&] {
+            cp.parallel_for(n_experts, [&](int64_t e, int) {
+                cp.k.matmul_mxfp4(&packed[size_t(e * I * L / 2)], &scales[size_t(e * I * L / 32)], X.data(),
+                                  &Y[size_t(e * per_expert * I)], I, L, per_expert);
+            });
+        });
+        r.expert_gflops = 2.0 * double(n_experts * I * L * per_expert) * per_s / 1e9;
+    }
+    // KDA: delta-rule steps of one head, 64 tokens in a row (the recurrence is sequential), the
+    // heads spread over the threads as kda.cpp spreads them.
+    if (c.kda_head_dim > 0 && c.kda_num_heads > 0) {
+        const int D = std::min(c.kda_head_dim, kKdaMaxHeadDim), kSteps = 64;
+        const int heads = std::max(c.kda_num_heads, 2 * std::max(1, threads));
+        std::normal_distribution<float> nd(0.0f, 0.1f);
+        std::vector<float> S(size_t(heads) * size_t(D * D)), vec(size_t(4 * D)), o(size_t(heads * D));
+        for (float& v : S) v = nd(rng);
+        for (float& v : vec) v = nd(rng);
+        // no decay (alpha 1): a state decayed pass after pass turns subnormal, and those run 3x slower
+        for (int d = 0; d < D; ++d) vec[size_t(3 * D + d)] = 1.0f;
+        const double per_s = passes_per_second(seconds / 3, [&] {
+            cp.parallel_for(heads, [&](int64_t h, int) {
+                for (int t = 0; t < kSteps; ++t)
+                    cp.k.kda_step(&S[size_t(h * D * D)], vec.data(), vec.data() + D, vec.data() + 2 * D,
+                                  vec.data() + 3 * D, 0.5f, &o[size_t(h * D)], D);
+            });
+        });
+        r.kda_step_seconds = 1.0 / (per_s * heads * kSteps);
+    }
+    return r;
+}
+
 }  // namespace k3::cli

@@ -150,7 +150,14 @@ int plan_main(int argc, char** argv) {
         const std::string mem_src = b.mem_gbps > 0 ? "given" : "measured";
         if (b.mem_gbps <= 0) b.mem_gbps = measure_memory_gbps(a.seconds / 2);
         const std::string flops_src = b.gflops > 0 ? "given" : "measured";
-        if (b.gflops <= 0) b.gflops = measure_gflops(physical_cores(), 0.3);
+        if (b.gflops <= 0) {
+            b.gflops = measure_gflops(physical_cores(), 0.3);
+            // and at the model's own widths, which the projection uses where it has them
+            const ModelCompute mc = measure_model_compute(m.config, f.default_chunk_tokens, physical_cores(), 0.6);
+            b.trunk_gflops = mc.trunk_gflops;
+            b.expert_gflops = mc.expert_gflops;
+            b.kda_step_seconds = mc.kda_step_seconds;
+        }
         const auto& cfg = m.config;
         const std::string attention_src = b.attention_gflops > 0 ? "given" : "measured";
         if (b.attention_gflops <= 0 && !a.prompt_tokens.empty())
@@ -166,6 +173,10 @@ int plan_main(int argc, char** argv) {
         std::printf("  machine: disk %.2f GB/s sequential, %.2f GB/s expert reads (%s); memory %.1f GB/s (%s); "
                     "%.0f GFLOP/s bf16 (%s)\n",
                     b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
+        if (b.trunk_gflops > 0)
+            std::printf("  at the model's widths (measured): bf16 %.0f GFLOP/s (%d-wide rows), MXFP4 experts %.0f GFLOP/s, "
+                        "KDA step %.2f us a head\n",
+                        b.trunk_gflops, cfg.hidden_size, b.expert_gflops, b.kda_step_seconds * 1e6);
         if (b.compress_ratio < 1) std::printf("  streamed trunk compressed to %.3f of its bytes\n", b.compress_ratio);
         if (!a.prompt_tokens.empty())
             std::printf("  attention %.0f GFLOP/s at %d-wide rows (%s)\n", b.attention_gflops,

@@ -48,6 +48,12 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
 
 namespace {
 
+int count_mla(const ModelConfig& c) {
+    int n = 0;
+    for (int il = 0; il < c.num_hidden_layers; ++il) n += c.is_mla(il) ? 1 : 0;
+    return n;
+}
+
 // Time for reads and compute where some reads cannot overlap: `exposed_read` (reads that start
 // only after the layer before them is released) and the `exposed_share` of the compute (those
 // layers' predecessors) run one after the other; the rest overlap.
@@ -126,10 +132,17 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double union_per_layer = N > 0 ? N * (1 - std::pow(1 - K / N, double(T))) : 0;
     const double chunk_experts = double(m.moe_layers) * union_per_layer * expert;
     p.chunk_expert_disk_bytes = int64_t(chunk_experts * (1 - p.expert_hit));
-    // Parameters a token multiplies by: the trunk (bf16) and its experts (MXFP4, 4.25 bits).
-    const double params_per_token = double(m.trunk()) / 2 + experts_per_token * expert * 8 / 4.25;
+    // Parameters a token multiplies by: the trunk (bf16) and its experts (MXFP4, 4.25 bits), each
+    // at its rate at the model's widths where measured (a small model's rows run far below the
+    // 2048-wide rate), and the KDA layers' delta-rule steps, one per head and token.
+    const double trunk_rate = (b.trunk_gflops > 0 ? b.trunk_gflops : b.gflops) * 1e9;
+    const double expert_rate = (b.expert_gflops > 0 ? b.expert_gflops : b.gflops) * 1e9;
+    const double token_s = trunk_rate > 0 && expert_rate > 0
+                               ? double(m.trunk()) / trunk_rate + 2 * experts_per_token * expert * 8 / 4.25 / expert_rate +
+                                     double(c.num_hidden_layers - count_mla(c)) * c.kda_num_heads * b.kda_step_seconds
+                               : 0;
     const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
-    p.chunk_compute_seconds = b.gflops > 0 ? std::max(2 * params_per_token * T / (b.gflops * 1e9), sweep_s) : sweep_s;
+    p.chunk_compute_seconds = std::max(token_s * T, sweep_s);
     // The prefill pipeline (model/moe.cpp) reads the next batch of experts while one computes,
     // and the next layer's first batch during a layer's last, beside the ring's trunk reads: one
     // disk serves both, so the chunk costs the larger of all its reads and its compute, plus what
@@ -150,8 +163,7 @@ PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, 
     PromptEstimate e;
     e.tokens = tokens;
     const ModelConfig& c = m.config;
-    int mla_layers = 0;
-    for (int il = 0; il < c.num_hidden_layers; ++il) mla_layers += c.is_mla(il) ? 1 : 0;
+    const int mla_layers = count_mla(c);
     // Every (query, key) pair of a causal prompt, per MLA layer and head: a score over the
     // cached [latent | rope] row and a value row over the latent (model/mla.cpp).
     const double flops_per_pair = 2.0 * double(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);

@@ -42,6 +42,10 @@ struct Bandwidths {
     double mem_gbps = 10;        // memory read bandwidth, all cores
     double gflops = 0;           // bf16 matmul throughput for prefill (0: not measured, memory-bound)
     double attention_gflops = 0; // blocked attention at the model's widths (0: not measured, as gflops)
+    // At the model's own widths (machine_speed.h, measure_model_compute); 0: not measured, gflops.
+    double trunk_gflops = 0;     // bf16 matmuls with the model's hidden width as columns
+    double expert_gflops = 0;    // MXFP4 expert matmuls with the tokens an expert gets in a chunk
+    double kda_step_seconds = 0; // one KDA delta-rule step, one head and token (0: left out)
     double compress_ratio = 1;   // streamed trunk bytes x this (a `pack-trunk --compress` pack)
 };
 
