@@ -39,6 +39,34 @@ inline float reduce_lanes(__m512 v) {
     return _mm_cvtss_f32(s1);
 }
 
+// reduce_lanes of 16 registers at once, the same tree step by step, each step adding pairs of
+// half-registers gathered from two registers (so 15 adds in place of 60): out[a][b] = the sum
+// of acc[a][b]. Addition is commutative, so the bits are reduce_lanes' bits.
+inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_stride) {
+    __m512 s8[8], s4[4], s2[2];
+    for (int k = 0; k < 8; ++k) {  // [k] + [k+8]: dot 2k in elements 0-7, dot 2k+1 in 8-15
+        const __m512 x = acc[(2 * k) / 4][(2 * k) % 4], y = acc[(2 * k + 1) / 4][(2 * k + 1) % 4];
+        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int k = 0; k < 4; ++k)  // [k] + [k+4]: 128-bit lane L holds dot 4k + L
+        s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int k = 0; k < 2; ++k)  // [k] + [k+2]: lane L holds dots 8k + L (elements 0-1), 8k + 4 + L (2-3)
+        s2[k] = _mm512_add_ps(_mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // [0] + [1]: element 4L + e holds dot 4e + L, i.e. acc[e][L]; permuted to [a][b] order
+    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 rows = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
+    // The lane index is an immediate: written out, so that builds without optimisation (the
+    // sanitizer preset) compile it too.
+    _mm_storeu_ps(out + 0 * out_stride, _mm512_extractf32x4_ps(rows, 0));
+    _mm_storeu_ps(out + 1 * out_stride, _mm512_extractf32x4_ps(rows, 1));
+    _mm_storeu_ps(out + 2 * out_stride, _mm512_extractf32x4_ps(rows, 2));
+    _mm_storeu_ps(out + 3 * out_stride, _mm512_extractf32x4_ps(rows, 3));
+}
+
 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
@@ -85,8 +113,15 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
             for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_mask3_fmadd_ps(w, x[t], acc[r][t], m);
         }
     }
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+    if constexpr (R == 4 && TB == 4) {  // one shared tree for the 16 sums (reduce_lanes' bits)
+        __m512 by_token[4][4];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
+        reduce_lanes_4x4(by_token, Y, y_stride);
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+    }
 }
 
 // One token (decode): one row per tile. A single sequential stream reads DRAM faster here than
@@ -184,8 +219,15 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
             }
         }
     }
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+    if constexpr (R == 4 && TB == 4) {  // one shared tree for the 16 sums (reduce_lanes' bits)
+        __m512 by_token[4][4];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
+        reduce_lanes_4x4(by_token, Y, y_stride);
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+    }
 }
 
 // Decoding costs more instructions per byte than bf16, so one token takes 8 rows at once
@@ -343,33 +385,6 @@ void kda_step_avx512(float* S, const float* qs, const float* k, const float* v, 
 
 // ---- attention over cached positions ----
 
-// reduce_lanes of 16 registers at once, the same tree step by step, each step adding pairs of
-// half-registers gathered from two registers (so 15 adds in place of 60): out[a][b] = the sum
-// of acc[a][b]. Addition is commutative, so the bits are reduce_lanes' bits.
-inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_stride) {
-    __m512 s8[8], s4[4], s2[2];
-    for (int k = 0; k < 8; ++k) {  // [k] + [k+8]: dot 2k in elements 0-7, dot 2k+1 in 8-15
-        const __m512 x = acc[(2 * k) / 4][(2 * k) % 4], y = acc[(2 * k + 1) / 4][(2 * k + 1) % 4];
-        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    for (int k = 0; k < 4; ++k)  // [k] + [k+4]: 128-bit lane L holds dot 4k + L
-        s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    for (int k = 0; k < 2; ++k)  // [k] + [k+2]: lane L holds dots 8k + L (elements 0-1), 8k + 4 + L (2-3)
-        s2[k] = _mm512_add_ps(_mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    // [0] + [1]: element 4L + e holds dot 4e + L, i.e. acc[e][L]; permuted to [a][b] order
-    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                      _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m512 rows = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
-    // The lane index is an immediate: written out, so that builds without optimisation (the
-    // sanitizer preset) compile it too.
-    _mm_storeu_ps(out + 0 * out_stride, _mm512_extractf32x4_ps(rows, 0));
-    _mm_storeu_ps(out + 1 * out_stride, _mm512_extractf32x4_ps(rows, 1));
-    _mm_storeu_ps(out + 2 * out_stride, _mm512_extractf32x4_ps(rows, 2));
-    _mm_storeu_ps(out + 3 * out_stride, _mm512_extractf32x4_ps(rows, 3));
-}
 
 // softmax_exp (kernel_sets.h) of 16 lanes, the same operations as the scalar definition.
 inline __m512 softmax_exp16(__m512 x) {
