@@ -41,6 +41,21 @@ std::filesystem::path write_scratch(const std::filesystem::path& dir, int64_t by
     return p;
 }
 
+// Runs `pass` until `seconds` have gone (after one warm-up pass): passes per second.
+template <class F>
+double passes_per_second(double seconds, F&& pass) {
+    pass();
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    do {
+        pass();
+        ++reps;
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (s < seconds);
+    return reps / s;
+}
+
 }  // namespace
 
 Disk check_disk(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& model_files, int64_t expert_bytes,
@@ -171,36 +186,9 @@ double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
                                   &rows[size_t(b0 * dk)], dk, dk, dv, 0.1f, m, l, out, dv, scratch);
         });
     };
-    pass();  // warm-up
-    int reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double s = 0;
-    do {
-        pass();
-        ++reps;
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (s < seconds);
-    return attention_flops_per_pair(dk, dv) * double(tiles * tile * n_keys) * reps / s / 1e9;
+    return attention_flops_per_pair(dk, dv) * double(tiles * tile * n_keys) * passes_per_second(seconds, pass) / 1e9;
 }
 
-namespace {
-
-// Runs `pass` until `seconds` have gone (after one warm-up pass): passes per second.
-template <class F>
-double passes_per_second(double seconds, F&& pass) {
-    pass();
-    int reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double s = 0;
-    do {
-        pass();
-        ++reps;
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (s < seconds);
-    return reps / s;
-}
-
-}  // namespace
 
 ModelCompute measure_model_compute(const ModelConfig& c, int chunk_tokens, int threads, double seconds) {
     ModelCompute r;

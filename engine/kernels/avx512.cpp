@@ -67,6 +67,21 @@ inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_
     _mm_storeu_ps(out + 3 * out_stride, _mm512_extractf32x4_ps(rows, 3));
 }
 
+// A matmul tile's R x TB sums into Y[t * y_stride + r]: the 4x4 tile by one shared tree for its
+// 16 sums, the others one reduce_lanes each (the same bits either way).
+template <int R, int TB>
+inline void store_tile_sums(const __m512 (&acc)[R][TB], float* Y, int64_t y_stride) {
+    if constexpr (R == 4 && TB == 4) {
+        __m512 by_token[4][4];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
+        reduce_lanes_4x4(by_token, Y, y_stride);
+    } else {
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+    }
+}
+
 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
@@ -113,15 +128,7 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
             for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_mask3_fmadd_ps(w, x[t], acc[r][t], m);
         }
     }
-    if constexpr (R == 4 && TB == 4) {  // one shared tree for the 16 sums (reduce_lanes' bits)
-        __m512 by_token[4][4];
-        for (int r = 0; r < 4; ++r)
-            for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
-        reduce_lanes_4x4(by_token, Y, y_stride);
-    } else {
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
-    }
+    store_tile_sums<R, TB>(acc, Y, y_stride);
 }
 
 // One token (decode): one row per tile. A single sequential stream reads DRAM faster here than
@@ -219,15 +226,7 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
             }
         }
     }
-    if constexpr (R == 4 && TB == 4) {  // one shared tree for the 16 sums (reduce_lanes' bits)
-        __m512 by_token[4][4];
-        for (int r = 0; r < 4; ++r)
-            for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
-        reduce_lanes_4x4(by_token, Y, y_stride);
-    } else {
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
-    }
+    store_tile_sums<R, TB>(acc, Y, y_stride);
 }
 
 // Decoding costs more instructions per byte than bf16, so one token takes 8 rows at once
