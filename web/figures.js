@@ -18,18 +18,21 @@ const $ = (id) => document.getElementById(id);
 
 const mine = new Set();          // ids of this page's requests, as far as it can tell
 let highestSeen = 0;             // the highest request id any status showed
-let sent = null;                 // {after: highestSeen when the page began sending, count}
+let sent = null;                 // {after: highestSeen when the page began sending, count, settled}
+let pollsAsked = 0;              // polls sent so far; a status answers the poll it was asked by
 
 // Requests get ids in order (one counter in the daemon). This page's request is the one that
 // runs while it waits with nothing else running or queued; or, for one too quick to be seen
 // running, the ones the page sent when exactly that many requests came after the highest id it
 // knew before sending and nothing else runs now (another client's request would make one more).
-function noteMine(status) {
+// That count is judged only from a status asked for after the page's requests ended: one asked
+// for earlier (still in flight when a quick answer ended) may not show them yet.
+function noteMine(status, asked) {
   const active = status.active || [];
   const ids = active.map((a) => a.id).concat(status.last_request ? [status.last_request.id] : []).filter((id) => id !== undefined);
   const newest = Math.max(highestSeen, ...ids);
   if (busy && !(status.queue && status.queue.depth > 0) && active.length === 1 && active[0].id !== undefined) mine.add(active[0].id);
-  if (sent && !busy) {
+  if (sent && sent.settled !== undefined && asked > sent.settled) {
     if (active.length === 0 && !(status.queue && status.queue.depth > 0) && newest - sent.after === sent.count)
       for (let id = sent.after + 1; id <= newest; id++) mine.add(id);
     sent = null;
@@ -72,6 +75,7 @@ export function prefillProgress(p) {
 // A request of this page started or ended: poll now, so the figures follow at once.
 export function setBusy(b) {
   busy = b;
+  if (sent) sent.settled = b ? undefined : pollsAsked;
   pollSoon(b ? 0 : 100);
 }
 
@@ -95,6 +99,7 @@ export function retryNow() {
 
 async function poll() {
   let next = busy ? 500 : 1500;
+  const asked = ++pollsAsked;
   try {
     const r = await fetch('/v1/status?since=' + lastSeq, { headers: headers(), cache: 'no-store' });
     if (r.status === 401) {
@@ -104,7 +109,7 @@ async function poll() {
     } else {
       const status = await r.json();
       failures = 0;
-      accept(status);
+      accept(status, asked);
       callbacks.onStatus(status, 200);
       if (status.phase === 'loading') next = 500;
     }
@@ -130,10 +135,10 @@ function setStale(stale) {
 
 let lastUpdate = null;
 
-function accept(status) {
+function accept(status, asked) {
   lastUpdate = new Date();
   latest = status;
-  noteMine(status);
+  noteMine(status, asked);
   for (const t of status.tokens || []) {
     samples.push(t);
     lastSeq = Math.max(lastSeq, t.seq);
