@@ -8,6 +8,7 @@
 #include "http/connection_probe.h"
 #include "openai/json_body.h"
 #include "openai/response.h"
+#include "request_gate.h"
 #include "route_reply.h"
 
 namespace k3::server {
@@ -75,6 +76,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     job->id = state_.next_job_id++;
     job->prompt = std::move(g.prompt);
     job->params = std::move(g.params);
+    job->cache_partition = prompt_cache_partition(config(), req);
     std::optional<Clock::time_point> deadline;
     if (config().deadline_s > 0)
         deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(

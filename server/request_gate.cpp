@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "k3/fnv1a.h"
+
 #include "route_reply.h"
 #include "web_assets.h"
 
@@ -55,6 +57,23 @@ bool is_ui_path(const std::string& path) {
     return path == "/" || (path.size() > 1 && find_web_asset(path.substr(1)) != nullptr);
 }
 
+std::string presented_api_key(const httplib::Request& req) {
+    const std::string header = req.get_header_value("Authorization");
+    std::string key;
+    if (header.size() > 7 && iequals(header.substr(0, 7), "Bearer ")) key = header.substr(7);  // scheme is case-insensitive
+    if (key.empty()) key = req.get_header_value("X-Api-Key");
+    return key;
+}
+
+uint64_t prompt_cache_partition(const DaemonConfig& config, const httplib::Request& req) {
+    if (config.api_keys.empty()) return 0;
+    const std::string key = presented_api_key(req);
+    // The gate let the request through, so the key is one of the configured ones; hashed with a
+    // prefix of its own so the value is no other FNV identity in the daemon.
+    const uint64_t h = Fnv1a().add("k3serve prompt cache partition\n").add(key).value();
+    return h == 0 ? 1 : h;
+}
+
 RequestGate::RequestGate(ServerState& s) : state_(s) {
     // DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 sends
     // "Host: evil.example". A loopback daemon without a key serves loopback names only.
@@ -88,10 +107,7 @@ void RequestGate::add_cors(const httplib::Request& req, httplib::Response& res) 
 
 bool RequestGate::authorized(const httplib::Request& req) const {
     if (config().api_keys.empty()) return true;
-    std::string header = req.get_header_value("Authorization");
-    std::string key;
-    if (header.size() > 7 && iequals(header.substr(0, 7), "Bearer ")) key = header.substr(7);  // scheme is case-insensitive
-    if (key.empty()) key = req.get_header_value("X-Api-Key");
+    const std::string key = presented_api_key(req);
     for (const auto& k : config().api_keys)
         if (same_key(k, key)) return true;
     return false;

@@ -2,6 +2,7 @@
 // JSON-only rule for POST bodies, the API key, and the loading/failed gate (docs/operations.md
 // "Cross-site protection", "Connections, limits and slow clients").
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,16 @@ namespace k3::server {
 
 // Paths of the embedded web UI ("/" and its files): public, answered while loading.
 bool is_ui_path(const std::string& path);
+
+// The API key a request presents: "Authorization: Bearer K", else "X-Api-Key: K" (empty: none).
+std::string presented_api_key(const httplib::Request& req);
+
+// The prompt cache partition a request's states belong to (engine.h Session::set_cache_partition):
+// 0 when the daemon has no keys, else a hash (FNV-1a 64, k3/fnv1a.h) of the configured key the
+// request presents, never 0. Not the key's place in the list, which moves when keys are added or
+// removed and would hand one key's states on disk to another after a restart; and not the key
+// itself, which the cache (and its disk tier) must not hold. docs/operations.md "The prompt cache".
+uint64_t prompt_cache_partition(const DaemonConfig& config, const httplib::Request& req);
 
 class RequestGate {
 public:

@@ -1,5 +1,6 @@
-// The shared prompt cache (prompt_cache.h): a radix tree of token runs with their MLA latent
-// rows, KDA snapshots at chosen node ends, LRU eviction within a byte budget.
+// The shared prompt cache (prompt_cache.h): a radix tree of token runs per partition with their
+// MLA latent rows, KDA snapshots at chosen node ends, LRU eviction across all partitions within
+// one byte budget.
 #include "api/prompt_cache.h"
 
 #include <algorithm>
@@ -8,7 +9,8 @@
 namespace k3 {
 
 struct PromptCache::Node {
-    Node* parent = nullptr;
+    Node* parent = nullptr;            // null: a partition's root (no tokens)
+    uint64_t partition = 0;            // set on the root: the one every node below belongs to
     size_t start = 0;                  // position of seg[0] in the prompt
     std::vector<int32_t> seg;          // this node's tokens
     std::vector<float> rows;           // [n_mla][seg.size()][row_floats]: latent rows of those positions
@@ -20,6 +22,7 @@ struct PromptCache::Node {
     bool on_disk_with_logits = false;  // on_disk_with_logits)
 
     size_t end() const { return start + seg.size(); }
+    bool is_root() const { return parent == nullptr; }
     bool has_snapshot() const { return !kda.empty(); }
 };
 
@@ -36,7 +39,7 @@ constexpr int64_t kNodeOverheadBytes = 128;
 }  // namespace
 
 PromptCache::PromptCache(int64_t budget_bytes, const ModelConfig& cfg)
-    : budget_(budget_bytes), n_mla_(count_mla(cfg)), root_(std::make_unique<Node>()) {
+    : budget_(budget_bytes), n_mla_(count_mla(cfg)) {
     row_floats_ = cfg.mla_kv_latent_dim();  // as SequenceState::mla_row_floats
     stats_.budget = budget_;
 }
@@ -48,11 +51,33 @@ int64_t PromptCache::node_bytes(const Node& n) const {
            int64_t(sizeof(float)) * int64_t(n.seg.size() + n.rows.size() + n.kda.size() + n.logits.size());
 }
 
-// Follows tokens down the tree. *matched = how many leading tokens the tree holds; *path = the
-// nodes passed, the last one possibly matched only in part.
-PromptCache::Node* PromptCache::walk(std::span<const int32_t> tokens, size_t* matched,
+PromptCache::Node* PromptCache::root_of(uint64_t partition) {
+    std::unique_ptr<Node>& root = roots_[partition];
+    if (!root) {
+        root = std::make_unique<Node>();
+        root->partition = partition;
+    }
+    return root.get();
+}
+
+PromptCache::Node* PromptCache::existing_root(uint64_t partition) const {
+    auto it = roots_.find(partition);
+    return it == roots_.end() ? nullptr : it->second.get();
+}
+
+std::vector<PromptCache::Node*> PromptCache::all_roots() const {
+    std::vector<Node*> out;
+    for (const auto& [partition, root] : roots_) out.push_back(root.get());
+    return out;
+}
+
+// Follows tokens down one partition's tree (none: nothing matches). *matched = how many leading
+// tokens the tree holds; *path = the nodes passed, the last one possibly matched only in part.
+PromptCache::Node* PromptCache::walk(Node* root, std::span<const int32_t> tokens, size_t* matched,
                                      std::vector<Node*>* path) const {
-    Node* node = root_.get();
+    *matched = 0;
+    Node* node = root;
+    if (!node) return nullptr;
     size_t pos = 0;
     while (pos < tokens.size()) {
         auto it = node->children.find(tokens[pos]);
@@ -69,38 +94,39 @@ PromptCache::Node* PromptCache::walk(std::span<const int32_t> tokens, size_t* ma
     return node;
 }
 
-PromptCache::Match PromptCache::find(std::span<const int32_t> tokens) {
-    Match m = find_in_ram(tokens);
+PromptCache::Match PromptCache::find(uint64_t partition, std::span<const int32_t> tokens) {
+    Match m = find_in_ram(partition, tokens);
     if (!disk_ || budget_ <= 0) return m;
-    // A longer prefix on disk: verified and loaded into the tree, then found there. A refused
-    // file leaves the disk's index, so the next longest is tried.
-    for (size_t n; (n = disk_->longest(tokens, m.resume)) > 0;) {
+    // A longer prefix on disk (of this partition): verified and loaded into the tree, then found
+    // there. A refused file leaves the disk's index, so the next longest is tried.
+    for (size_t n; (n = disk_->longest(partition, tokens, m.resume)) > 0;) {
         PromptState s;
-        if (!disk_->load(tokens.first(n), &s)) continue;
-        Node* node = insert_rows(s.tokens, s.rows.data(), n, s.kda, s.logits);
+        if (!disk_->load(partition, tokens.first(n), &s)) continue;
+        Node* node = insert_rows(partition, s.tokens, s.rows.data(), n, s.kda, s.logits);
         node->on_disk = true;
         node->on_disk_with_logits = !s.logits.empty();
         evict_to_budget();
-        return find_in_ram(tokens);
+        return find_in_ram(partition, tokens);
     }
     return m;
 }
 
-PromptCache::Match PromptCache::find_in_ram(std::span<const int32_t> tokens) const {
+PromptCache::Match PromptCache::find_in_ram(uint64_t partition, std::span<const int32_t> tokens) const {
     Match m;
     if (budget_ <= 0) return m;
     std::vector<Node*> path;
-    walk(tokens, &m.matched, &path);
+    walk(existing_root(partition), tokens, &m.matched, &path);
     for (const Node* n : path)
         if (n->end() <= m.matched && n->has_snapshot() && (n->end() < tokens.size() || !n->logits.empty()))
             m.resume = n->end();
     return m;
 }
 
-bool PromptCache::restore(std::span<const int32_t> tokens, size_t resume, SequenceState& st, std::span<float> logits) {
+bool PromptCache::restore(uint64_t partition, std::span<const int32_t> tokens, size_t resume, SequenceState& st,
+                          std::span<float> logits) {
     size_t matched = 0;
     std::vector<Node*> path;
-    walk(tokens, &matched, &path);
+    walk(existing_root(partition), tokens, &matched, &path);
     const Node* at = nullptr;
     for (const Node* n : path)
         if (n->end() == resume && n->end() <= matched && n->has_snapshot()) at = n;
@@ -160,21 +186,22 @@ void PromptCache::split(Node* node, size_t at) {
     node->children.emplace(tail->seg[0], std::move(tail));
 }
 
-void PromptCache::insert(std::span<const int32_t> tokens, const SequenceState& st, std::span<const float> logits) {
+void PromptCache::insert(uint64_t partition, std::span<const int32_t> tokens, const SequenceState& st,
+                         std::span<const float> logits) {
     if (budget_ <= 0 || tokens.empty() || size_t(st.n_past) != tokens.size()) return;
-    Node* node = insert_rows(tokens, st.mla_rows.data(), size_t(st.n_ctx), st.kda, logits);
+    Node* node = insert_rows(partition, tokens, st.mla_rows.data(), size_t(st.n_ctx), st.kda, logits);
     // A state with its logits (a prompt's or a generation's end) goes to disk at once, so it
     // survives a restart; the others only when they leave RAM.
     if (disk_ && node->has_snapshot() && !node->logits.empty() && !node->on_disk_with_logits) write_to_disk(*node);
     evict_to_budget();
 }
 
-PromptCache::Node* PromptCache::insert_rows(std::span<const int32_t> tokens, const float* rows, size_t stride,
-                                            std::span<const float> kda, std::span<const float> logits) {
+PromptCache::Node* PromptCache::insert_rows(uint64_t partition, std::span<const int32_t> tokens, const float* rows,
+                                            size_t stride, std::span<const float> kda, std::span<const float> logits) {
     size_t matched = 0;
     std::vector<Node*> path;
-    Node* node = walk(tokens, &matched, &path);
-    if (node != root_.get() && matched < node->end()) split(node, matched - node->start);
+    Node* node = walk(root_of(partition), tokens, &matched, &path);
+    if (!node->is_root() && matched < node->end()) split(node, matched - node->start);
 
     if (matched < tokens.size()) {
         const size_t n = tokens.size() - matched, R = size_t(row_floats_);
@@ -204,10 +231,12 @@ PromptCache::Node* PromptCache::insert_rows(std::span<const int32_t> tokens, con
 
 PromptState PromptCache::state_at(const Node& node) const {
     std::vector<const Node*> path;
-    for (const Node* p = &node; p && p != root_.get(); p = p->parent) path.push_back(p);
+    const Node* root = &node;
+    for (; !root->is_root(); root = root->parent) path.push_back(root);
     std::reverse(path.begin(), path.end());
     const size_t n = node.end(), R = size_t(row_floats_);
     PromptState s;
+    s.partition = root->partition;
     s.tokens.reserve(n);
     s.rows.resize(size_t(n_mla_) * n * R);
     for (const Node* p : path) {
@@ -225,7 +254,7 @@ void PromptCache::write_to_disk(Node& node) {
     const PromptState s = state_at(node);
     disk_->store(s);
     // (a failed write is counted by the disk tier; the state then lives in RAM only)
-    if (disk_->has(s.tokens, !s.logits.empty())) {
+    if (disk_->has(s.partition, s.tokens, !s.logits.empty())) {
         node.on_disk = true;
         node.on_disk_with_logits = !s.logits.empty();
     }
@@ -240,26 +269,27 @@ void PromptCache::drop_snapshot(Node* node) {
 }
 
 // Removes a leaf, and then every ancestor left as a leaf without a snapshot (it can no longer
-// be resumed from).
+// be resumed from); a partition left empty loses its root too.
 void PromptCache::remove_leaf(Node* node) {
-    while (node != root_.get() && node->children.empty()) {
+    while (!node->is_root() && node->children.empty()) {
         Node* parent = node->parent;
-        const bool keep_parent = parent == root_.get() || parent->has_snapshot() || parent->children.size() > 1;
+        const bool keep_parent = parent->is_root() || parent->has_snapshot() || parent->children.size() > 1;
         parent->children.erase(node->seg[0]);
         node = parent;
         if (keep_parent) break;
     }
+    if (node->is_root() && node->children.empty()) roots_.erase(node->partition);
 }
 
 void PromptCache::evict_to_budget() {
     for (;;) {
         int64_t total = 0;
-        Node* victim = nullptr;
-        std::vector<Node*> stack{root_.get()};
+        Node* victim = nullptr;  // the least recently used of every partition's candidates
+        std::vector<Node*> stack = all_roots();
         while (!stack.empty()) {
             Node* n = stack.back();
             stack.pop_back();
-            if (n != root_.get()) {
+            if (!n->is_root()) {
                 total += node_bytes(*n);
                 const bool candidate = n->children.empty() || n->has_snapshot();
                 if (candidate && (!victim || n->last_used < victim->last_used)) victim = n;
@@ -286,11 +316,11 @@ PromptCacheStats PromptCache::stats() const {
     s.nodes = 0;
     s.snapshots = 0;
     s.bytes = 0;
-    std::vector<const Node*> stack{root_.get()};
+    std::vector<Node*> stack = all_roots();
     while (!stack.empty()) {
         const Node* n = stack.back();
         stack.pop_back();
-        if (n != root_.get()) {
+        if (!n->is_root()) {
             ++s.nodes;
             s.snapshots += n->has_snapshot() ? 1 : 0;
             s.bytes += node_bytes(*n);
@@ -302,14 +332,15 @@ PromptCacheStats PromptCache::stats() const {
 
 std::vector<PromptCache::EntrySummary> PromptCache::entries() const {
     std::vector<EntrySummary> out;
-    std::vector<const Node*> stack{root_.get()};
+    std::vector<Node*> stack = all_roots();
     while (!stack.empty()) {
         const Node* n = stack.back();
         stack.pop_back();
         if (n->has_snapshot()) {
             int64_t bytes = 0;
-            for (const Node* p = n; p && p != root_.get(); p = p->parent) bytes += node_bytes(*p);
-            out.push_back({n->end(), !n->logits.empty(), bytes, n->last_used});
+            const Node* p = n;
+            for (; !p->is_root(); p = p->parent) bytes += node_bytes(*p);
+            out.push_back({p->partition, n->end(), !n->logits.empty(), bytes, n->last_used});
         }
         for (const auto& [id, c] : n->children) stack.push_back(c.get());
     }

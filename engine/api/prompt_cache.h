@@ -1,7 +1,14 @@
 // PromptCache: sequence states of earlier prompts, shared by every Session of an Engine, so a
-// request resumes from the longest cached prefix of ANY earlier request (the same prompt again,
-// a shared system prompt with a different user turn, a conversation resumed after others ran,
-// an edited last message).
+// request resumes from the longest cached prefix of ANY earlier request of its partition (the
+// same prompt again, a shared system prompt with a different user turn, a conversation resumed
+// after others ran, an edited last message).
+//
+// Partitions: every lookup and insertion names one (a Session's set_cache_partition, engine.h),
+// and a state made in one partition is never found, restored or hinted at (Match::matched) from
+// another: each partition has a tree of its own. The daemon gives each API key its partition,
+// so cached_tokens cannot tell one key how far its guess matches another key's prompt (issue 21
+// row 5; docs/operations.md "The prompt cache"); without keys everything is partition 0. The
+// byte budget is one for all partitions: eviction takes the least recently used entry of any.
 //
 // A radix tree over token ids. Each node holds a run of tokens and the MLA latent rows of those
 // positions (a row depends only on the tokens up to it, so a node's rows serve every prompt that
@@ -59,18 +66,20 @@ public:
         size_t resume = 0;
         size_t matched = 0;
     };
-    Match find(std::span<const int32_t> tokens);
+    Match find(uint64_t partition, std::span<const int32_t> tokens);
 
     // Copies the state of tokens[0, resume) (found by find()) into st, and the logits into
     // `logits` when resume == tokens.size(). Counts the lookup and marks the path as used.
     // Returns false (st untouched) if the entry is gone.
-    bool restore(std::span<const int32_t> tokens, size_t resume, SequenceState& st, std::span<float> logits);
+    bool restore(uint64_t partition, std::span<const int32_t> tokens, size_t resume, SequenceState& st,
+                 std::span<float> logits);
     // Counts a lookup that found nothing worth restoring.
     void count_miss() { ++stats_.lookups; }
 
     // Stores the state of tokens (st.n_past == tokens.size()): the latent rows the tree does not
     // have yet and a KDA snapshot at the end, with the logits of the last position when given.
-    void insert(std::span<const int32_t> tokens, const SequenceState& st, std::span<const float> logits);
+    void insert(uint64_t partition, std::span<const int32_t> tokens, const SequenceState& st,
+                std::span<const float> logits);
 
     // Adds the disk tier below the RAM tree (the RAM budget must be > 0 for it to be used).
     void set_disk_tier(std::unique_ptr<PromptCacheDisk> disk) { disk_ = std::move(disk); }
@@ -80,6 +89,7 @@ public:
 
     // One line per snapshot, most recently used first (for /slots).
     struct EntrySummary {
+        uint64_t partition = 0;
         size_t tokens = 0;
         bool has_logits = false;
         int64_t bytes = 0;
@@ -89,12 +99,17 @@ public:
 
 private:
     struct Node;
-    Node* walk(std::span<const int32_t> tokens, size_t* matched, std::vector<Node*>* path) const;
-    Match find_in_ram(std::span<const int32_t> tokens) const;
+    // The partition's tree, made on first use; existing_root: null when it has none.
+    Node* root_of(uint64_t partition);
+    Node* existing_root(uint64_t partition) const;
+    // Every partition's root: where whole-cache walks (eviction, stats, entries) start.
+    std::vector<Node*> all_roots() const;
+    Node* walk(Node* root, std::span<const int32_t> tokens, size_t* matched, std::vector<Node*>* path) const;
+    Match find_in_ram(uint64_t partition, std::span<const int32_t> tokens) const;
     // insert() for rows laid out [n_mla][stride][row_floats] (a SequenceState's, stride n_ctx,
     // or a PromptState's, stride = its length); returns the node that ends at tokens.size().
-    Node* insert_rows(std::span<const int32_t> tokens, const float* rows, size_t stride, std::span<const float> kda,
-                      std::span<const float> logits);
+    Node* insert_rows(uint64_t partition, std::span<const int32_t> tokens, const float* rows, size_t stride,
+                      std::span<const float> kda, std::span<const float> logits);
     // The state a snapshot node resumes at (its path's rows gathered), for the disk tier.
     PromptState state_at(const Node& node) const;
     void write_to_disk(Node& node);
@@ -107,7 +122,7 @@ private:
     int64_t budget_;
     int64_t row_floats_;       // one MLA row of one layer
     int n_mla_ = 0;
-    std::unique_ptr<Node> root_;
+    std::map<uint64_t, std::unique_ptr<Node>> roots_;  // by partition; a root holds no tokens
     uint64_t clock_ = 0;       // recency: bumped on every use
     PromptCacheStats stats_;
     std::unique_ptr<PromptCacheDisk> disk_;

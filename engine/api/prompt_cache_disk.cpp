@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'K', '3', 'P', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kVersion = 1;
+// 2: the header carries the state's partition (1 had none: such a file is refused, since whose
+// it was cannot be told).
+constexpr uint32_t kVersion = 2;
 constexpr const char* kExtension = ".k3pc";
 
 // The file's first bytes (host byte order: the files never leave the machine that wrote them).
@@ -31,6 +33,7 @@ struct FileHeader {
     uint32_t version;
     uint32_t header_bytes;
     char fingerprint[16];  // the model's (ModelInfo::fingerprint, 16 hex digits)
+    uint64_t partition;    // PromptState::partition
     uint64_t n_tokens;
     uint64_t token_hash;   // prefix_hashes(tokens)[n_tokens]
     uint32_t n_mla;
@@ -39,7 +42,7 @@ struct FileHeader {
     uint64_t kda_floats;
     uint64_t logits_floats;
 };
-static_assert(sizeof(FileHeader) == 80);
+static_assert(sizeof(FileHeader) == 88);
 
 // Bytes of the whole file for a header (payload and the trailing checksum), or -1 when the
 // header's sizes cannot be right.
@@ -104,15 +107,21 @@ PromptCacheDisk::PromptCacheDisk(fs::path dir, int64_t budget_bytes, std::string
         try {
             io::File f = io::File::open(p, /*try_direct=*/false);
             size = f.size_at_open();
-            if (size >= int64_t(sizeof h)) {
-                f.read_exact(&h, sizeof h, 0, "prompt cache header");
-                ok = std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 && h.version == kVersion &&
-                     h.header_bytes == sizeof h && file_bytes(h) == size;
-            }
+            // (the magic and the version come first in every format)
+            if (size >= int64_t(sizeof h.magic + sizeof h.version))
+                f.read_exact(&h, std::min<int64_t>(size, int64_t(sizeof h)), 0, "prompt cache header");
+            ok = size >= int64_t(sizeof h) && std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 &&
+                 h.version == kVersion && h.header_bytes == sizeof h && file_bytes(h) == size;
         } catch (const std::exception&) {
             ok = false;
         }
-        const Key key{size_t(h.n_tokens), h.token_hash};
+        const Key key{h.partition, size_t(h.n_tokens), h.token_hash};
+        if (!ok && std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 && h.version < kVersion) {
+            refuse(key, p, "written by an older k3serve (prompt cache format " + std::to_string(h.version) +
+                               ", this one reads " + std::to_string(kVersion) +
+                               ", whose states carry their API key's partition); whose state it was cannot be told");
+            continue;
+        }
         if (!ok) {
             refuse(key, p, "not a prompt cache file of this version, or truncated");
             continue;
@@ -122,28 +131,28 @@ PromptCacheDisk::PromptCacheDisk(fs::path dir, int64_t budget_bytes, std::string
             continue;
         }
         index_[key] = Entry{p, size, h.has_logits != 0, ++clock_};
-        ++lengths_[key.first];
+        ++lengths_[key.tokens];
         stats_.bytes += size;
         ++stats_.files;
     }
     evict_to_budget();
 }
 
-size_t PromptCacheDisk::longest(std::span<const int32_t> tokens, size_t longer_than) const {
+size_t PromptCacheDisk::longest(uint64_t partition, std::span<const int32_t> tokens, size_t longer_than) const {
     if (index_.empty()) return 0;
     const std::vector<uint64_t> h = prefix_hashes(tokens);
     for (auto it = lengths_.rbegin(); it != lengths_.rend(); ++it) {
         const size_t n = it->first;
         if (n <= longer_than) break;
         if (n > tokens.size()) continue;
-        auto e = index_.find(Key{n, h[n]});
+        auto e = index_.find(Key{partition, n, h[n]});
         if (e != index_.end() && (n < tokens.size() || e->second.has_logits)) return n;
     }
     return 0;
 }
 
-bool PromptCacheDisk::has(std::span<const int32_t> prefix, bool with_logits) const {
-    auto e = index_.find(Key{prefix.size(), prefix_hashes(prefix).back()});
+bool PromptCacheDisk::has(uint64_t partition, std::span<const int32_t> prefix, bool with_logits) const {
+    auto e = index_.find(Key{partition, prefix.size(), prefix_hashes(prefix).back()});
     return e != index_.end() && (!with_logits || e->second.has_logits);
 }
 
@@ -154,7 +163,7 @@ void PromptCacheDisk::forget(const Key& key, bool remove_file) {
     if (remove_file) fs::remove(e->second.path, ec);
     stats_.bytes -= e->second.bytes;
     --stats_.files;
-    if (--lengths_[key.first] == 0) lengths_.erase(key.first);
+    if (--lengths_[key.tokens] == 0) lengths_.erase(key.tokens);
     index_.erase(e);
 }
 
@@ -170,8 +179,8 @@ void PromptCacheDisk::refuse(const Key& key, const fs::path& path, const std::st
     }
 }
 
-bool PromptCacheDisk::load(std::span<const int32_t> prefix, PromptState* out) {
-    const Key key{prefix.size(), prefix_hashes(prefix).back()};
+bool PromptCacheDisk::load(uint64_t partition, std::span<const int32_t> prefix, PromptState* out) {
+    const Key key{partition, prefix.size(), prefix_hashes(prefix).back()};
     auto e = index_.find(key);
     if (e == index_.end()) return false;
     const fs::path path = e->second.path;
@@ -212,6 +221,10 @@ bool PromptCacheDisk::load(std::span<const int32_t> prefix, PromptState* out) {
         refuse(key, path, "state of another shape");
         return false;
     }
+    if (h.partition != partition) {
+        refuse(key, path, "its partition is not the one it is filed under");
+        return false;
+    }
     const uint8_t* p = bytes.data() + sizeof h;
     if (h.n_tokens != prefix.size() || std::memcmp(p, prefix.data(), prefix.size() * sizeof(int32_t)) != 0) {
         refuse(key, path, "its tokens are not the prefix it is filed under");
@@ -222,6 +235,7 @@ bool PromptCacheDisk::load(std::span<const int32_t> prefix, PromptState* out) {
         std::memcpy(v.data(), p, size_t(n) * sizeof(float));
         p += n * sizeof(float);
     };
+    out->partition = partition;
     out->tokens.assign(prefix.begin(), prefix.end());
     p += prefix.size() * sizeof(int32_t);
     take(out->rows, uint64_t(h.n_mla) * h.n_tokens * h.row_floats);
@@ -238,7 +252,7 @@ void PromptCacheDisk::store(const PromptState& s) {
         s.rows.size() != size_t(shape_.n_mla) * n * size_t(shape_.row_floats))
         return;
     const uint64_t hash = prefix_hashes(s.tokens).back();
-    const Key key{n, hash};
+    const Key key{s.partition, n, hash};
     if (auto e = index_.find(key); e != index_.end()) {
         e->second.last_used = ++clock_;
         if (e->second.has_logits || s.logits.empty()) return;
@@ -248,6 +262,7 @@ void PromptCacheDisk::store(const PromptState& s) {
     h.version = kVersion;
     h.header_bytes = sizeof h;
     std::memcpy(h.fingerprint, fingerprint_.data(), sizeof h.fingerprint);
+    h.partition = s.partition;
     h.n_tokens = n;
     h.token_hash = hash;
     h.n_mla = uint32_t(shape_.n_mla);
@@ -270,7 +285,7 @@ void PromptCacheDisk::store(const PromptState& s) {
     body.resize(body.size() + sizeof sum);
     std::memcpy(body.data() + body.size() - sizeof sum, &sum, sizeof sum);
 
-    const fs::path path = dir_ / (hex16(hash) + "-" + std::to_string(n) + kExtension);
+    const fs::path path = dir_ / (hex16(s.partition) + "-" + hex16(hash) + "-" + std::to_string(n) + kExtension);
     try {
         const std::span<const uint8_t> whole[] = {body};
         io::write_file_atomically(path, whole);

@@ -5,14 +5,18 @@
 // back into RAM.
 //
 // One file per state, self-contained: a header (format, version, the model fingerprint, the
-// state's shape, a hash of its tokens), the tokens, the MLA latent rows of every position, the
+// state's partition (prompt_cache.h: the API key's, never the key), the state's shape, a hash of
+// its tokens), the tokens, the MLA latent rows of every position, the
 // KDA snapshot, the logits of the last position (optional), and a checksum (io::run_checksum,
 // the packed trunk's) over every byte before it. A file is used only when its checksum, its
-// fingerprint, its shape and its tokens all match; anything else is refused: logged, counted,
-// the file removed, and the prefix recomputed. Files are written atomically (io/write_file.h)
+// fingerprint, its partition, its shape and its tokens all match; anything else is refused:
+// logged, counted, the file removed, and the prefix recomputed. A file of format 1 (written
+// before the partitions, so its owner is unknown) is refused the same way when the directory is
+// indexed, with a log line that says so. Files are written atomically (io/write_file.h)
 // and read with io::File. The directory is bounded by a byte budget; the least recently used
 // files go first.
 #pragma once
+#include <compare>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -24,6 +28,7 @@ namespace k3 {
 
 // One resumable state of tokens[0, n): what travels between the RAM cache and disk.
 struct PromptState {
+    uint64_t partition = 0;     // the prompt cache partition it was made in, and serves
     std::vector<int32_t> tokens;
     std::vector<float> rows;    // [n_mla][tokens.size()][row_floats]
     std::vector<float> kda;     // the KDA snapshot at tokens.size()
@@ -55,15 +60,16 @@ public:
     // header is unreadable is refused at once). Throws k3::Error(Io) when `dir` cannot be made.
     PromptCacheDisk(std::filesystem::path dir, int64_t budget_bytes, std::string fingerprint, PromptStateShape shape);
 
-    // The length of the longest prefix of `tokens` longer than `longer_than` with a file here
-    // (a state at tokens.size() only if it has the logits), or 0.
-    size_t longest(std::span<const int32_t> tokens, size_t longer_than) const;
-    // Reads the state of `prefix` into *out. False when there is none or it was refused.
-    bool load(std::span<const int32_t> prefix, PromptState* out);
-    // Whether a file holds `prefix` (with its logits, when `with_logits`).
-    bool has(std::span<const int32_t> prefix, bool with_logits) const;
-    // Writes `state` unless a file already holds it (with logits if it has them); then removes
-    // the least recently used files beyond the budget. A failure is logged and counted.
+    // The length of the longest prefix of `tokens` longer than `longer_than` with a file of
+    // `partition` here (a state at tokens.size() only if it has the logits), or 0.
+    size_t longest(uint64_t partition, std::span<const int32_t> tokens, size_t longer_than) const;
+    // Reads the state of `prefix` in `partition` into *out. False when there is none or it was refused.
+    bool load(uint64_t partition, std::span<const int32_t> prefix, PromptState* out);
+    // Whether a file holds `prefix` in `partition` (with its logits, when `with_logits`).
+    bool has(uint64_t partition, std::span<const int32_t> prefix, bool with_logits) const;
+    // Writes `state` (in state.partition) unless a file already holds it (with logits if it has
+    // them); then removes the least recently used files of any partition beyond the budget. A
+    // failure is logged and counted.
     void store(const PromptState& state);
 
     PromptCacheDiskStats stats() const { return stats_; }
@@ -76,7 +82,12 @@ private:
         bool has_logits = false;
         uint64_t last_used = 0;
     };
-    using Key = std::pair<size_t, uint64_t>;  // (tokens, hash of the tokens)
+    struct Key {
+        uint64_t partition = 0;
+        size_t tokens = 0;
+        uint64_t hash = 0;  // of the tokens (prefix_hashes)
+        auto operator<=>(const Key&) const = default;
+    };
     void refuse(const Key& key, const std::filesystem::path& path, const std::string& why);
     void forget(const Key& key, bool remove_file);
     void evict_to_budget();
@@ -86,7 +97,7 @@ private:
     std::string fingerprint_;
     PromptStateShape shape_;
     std::map<Key, Entry> index_;
-    std::map<size_t, int> lengths_;  // prefix lengths present in index_, with their counts
+    std::map<size_t, int> lengths_;  // prefix lengths present in index_ (any partition), with their counts
     uint64_t clock_ = 0;
     PromptCacheDiskStats stats_;
 };

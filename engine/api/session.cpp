@@ -6,7 +6,8 @@
 // tokens of a long prompt, at the point where a prompt left the cache's tree (the next prompt
 // sharing that prefix resumes exactly there) and when the caller asks (remember()). A failed or
 // cancelled evaluation empties the session, so it always holds a consistent prefix; the next
-// prompt resumes from the cache.
+// prompt resumes from the cache. Everything it takes from or gives to the cache is in its
+// partition (set_cache_partition), and its live state never outlives a change of partition.
 #include <algorithm>
 #include <cstring>
 
@@ -47,8 +48,8 @@ public:
         size_t live = 0;
         if (common == tokens_.size() && (common < prompt.size() || logits_valid_)) live = common;
         PromptCache& cache = engine_.prompt_cache();
-        const PromptCache::Match match = cache.find(prompt);
-        if (match.resume > live && cache.restore(prompt, match.resume, st_, logits_)) {
+        const PromptCache::Match match = cache.find(partition_, prompt);
+        if (match.resume > live && cache.restore(partition_, prompt, match.resume, st_, logits_)) {
             tokens_.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(match.resume));
             logits_valid_ = match.resume == prompt.size();
         } else {
@@ -86,8 +87,16 @@ public:
 
     void remember() override {
         if (tokens_.empty()) return;
-        engine_.prompt_cache().insert(tokens_, st_, logits_valid_ ? std::span<const float>(logits_)
-                                                                  : std::span<const float>());
+        engine_.prompt_cache().insert(partition_, tokens_, st_,
+                                      logits_valid_ ? std::span<const float>(logits_) : std::span<const float>());
+    }
+
+    void set_cache_partition(uint64_t partition) override {
+        if (partition == partition_) return;
+        reset();  // the live state belongs to the old partition: resuming from it would serve it across
+        prompt_.clear();
+        snapshot_at_ = 0;
+        partition_ = partition;
     }
 
     Status append(int32_t token, const CancelFlag& cancel) override {
@@ -183,8 +192,8 @@ public:
         const std::vector<int32_t> had = tokens_;
         reset();
         PromptCache& cache = engine_.prompt_cache();
-        const PromptCache::Match m = cache.find(had);
-        if (m.resume > 0 && cache.restore(had, m.resume, st_, logits_)) {
+        const PromptCache::Match m = cache.find(partition_, had);
+        if (m.resume > 0 && cache.restore(partition_, had, m.resume, st_, logits_)) {
             tokens_.assign(had.begin(), had.begin() + std::ptrdiff_t(m.resume));
             logits_valid_ = m.resume == had.size();
         }
@@ -223,6 +232,7 @@ private:
     bool logits_valid_ = false;
     std::vector<int32_t> prompt_;   // the prompt of begin_prompt
     size_t snapshot_at_ = 0;        // where that prompt leaves the prompt cache's tree (0: none)
+    uint64_t partition_ = 0;        // of the prompt cache: where every find, restore and insert goes
     std::vector<float> step_logits_;  // [rows][V] of the last all_logits step
     size_t step_rows_ = 0;            // its tokens still in the state (0: no such step)
 };

@@ -266,7 +266,7 @@ const std::vector<DaemonSetting>& daemon_settings() {
         double_setting("trunk_gb", "GB", "RAM for the dense trunk (overrides the preset)", field(&M::trunk_gb), -1, 1e6),
         double_setting("cache_gb", "GB", "RAM for the expert cache (overrides the preset)", field(&M::cache_gb), -1, 1e6),
         double_setting("prompt_cache_gb", "GB",
-                       "RAM for the prompt cache shared by all requests, 0 = off (default: from the preset, else 1)",
+                       "RAM for the prompt cache, one budget for all requests (with API keys, each key resumes only its own prompts), 0 = off (default: from the preset, else 1)",
                        field(&M::prompt_cache_gb), -1, 1e6),
         string_setting("prompt_cache_dir", "DIR",
                        "the prompt cache's disk tier: states leaving RAM (and every prompt's end) are kept in DIR, "

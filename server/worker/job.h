@@ -54,6 +54,7 @@ struct Job {
     uint64_t id = 0;
     std::vector<int32_t> prompt;
     GenerationParams params;
+    uint64_t cache_partition = 0;        // the prompt cache's, from the API key (request_gate.h)
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};

@@ -201,7 +201,9 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
     if (options_.live) options_.live->begin(job, engine_.stats());
     try {
         if (!slot.session) slot.session = engine_.new_session(options_.n_ctx);
-        // Resume from the longest prefix this slot's state or the shared prompt cache holds.
+        // Resume from the longest prefix this slot's state or the shared prompt cache holds, of
+        // the job's own partition only (another key's live state in this slot is dropped).
+        slot.session->set_cache_partition(job.cache_partition);
         int reused = 0;
         const Status st = slot.session->begin_prompt(job.prompt, &reused);
         slot.usage.cached_tokens = reused;

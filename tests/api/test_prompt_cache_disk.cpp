@@ -94,16 +94,16 @@ TEST_CASE("prompt cache disk: a state written and read back is the same bits; an
     SUBCASE("read back by a new instance (a restart): the same bits") {
         PromptCacheDisk disk(dir, 1 << 20, "00000000000000aa", shape);
         CHECK(disk.stats().files == 2);
-        CHECK(disk.longest(a.tokens, 0) == a.tokens.size());
+        CHECK(disk.longest(0, a.tokens, 0) == a.tokens.size());
         // b has no logits: it serves a longer prompt, not itself as a whole
-        CHECK(disk.longest(b.tokens, 0) == 0);
+        CHECK(disk.longest(0, b.tokens, 0) == 0);
         std::vector<int32_t> longer = b.tokens;
         longer.push_back(5);
-        CHECK(disk.longest(longer, 0) == b.tokens.size());
+        CHECK(disk.longest(0, longer, 0) == b.tokens.size());
         PromptState got;
-        REQUIRE(disk.load(a.tokens, &got));
+        REQUIRE(disk.load(0, a.tokens, &got));
         CHECK(same_state(got, a));
-        REQUIRE(disk.load(b.tokens, &got));
+        REQUIRE(disk.load(0, b.tokens, &got));
         CHECK(same_state(got, b));
         CHECK(disk.stats().hits == 2);
         CHECK(disk.stats().refused == 0);
@@ -111,10 +111,10 @@ TEST_CASE("prompt cache disk: a state written and read back is the same bits; an
     SUBCASE("another model's fingerprint: refused, counted, removed") {
         PromptCacheDisk disk(dir, 1 << 20, "00000000000000bb", shape);
         PromptState got;
-        CHECK(disk.longest(a.tokens, 0) == a.tokens.size());  // the header alone is not trusted
-        CHECK_FALSE(disk.load(a.tokens, &got));
+        CHECK(disk.longest(0, a.tokens, 0) == a.tokens.size());  // the header alone is not trusted
+        CHECK_FALSE(disk.load(0, a.tokens, &got));
         CHECK(disk.stats().refused == 1);
-        CHECK(disk.longest(a.tokens, 0) == b.tokens.size());  // only b (a prefix of a) is left
+        CHECK(disk.longest(0, a.tokens, 0) == b.tokens.size());  // only b (a prefix of a) is left
         CHECK(cache_files(dir).size() == 1);
     }
     SUBCASE("a state of another shape: refused") {
@@ -122,14 +122,14 @@ TEST_CASE("prompt cache disk: a state written and read back is the same bits; an
         other.kda_floats = 501;
         PromptCacheDisk disk(dir, 1 << 20, "00000000000000aa", other);
         PromptState got;
-        CHECK_FALSE(disk.load(a.tokens, &got));
+        CHECK_FALSE(disk.load(0, a.tokens, &got));
         CHECK(disk.stats().refused == 1);
     }
     SUBCASE("the budget: the least recently used file goes") {
         const int64_t one_file = int64_t(fs::file_size(cache_files(dir)[0]));
         PromptCacheDisk disk(dir, 1 << 20, "00000000000000aa", shape);
         PromptState got;
-        REQUIRE(disk.load(b.tokens, &got));  // b used last
+        REQUIRE(disk.load(0, b.tokens, &got));  // b used last
         PromptCacheDisk smaller(dir, 2 * one_file + 10, "00000000000000aa", shape);  // a third one will not fit
         smaller.store(some_state(shape, 12, true));
         CHECK(smaller.stats().evictions >= 1);

@@ -108,12 +108,13 @@ struct FakeEngineOptions {
     int hold_at_token = -1;
 };
 
-// Every prompt a FakeEngine's sessions were given, in order, and how many of its leading tokens
-// each sync() reused from the session's state.
+// Every prompt a FakeEngine's sessions were given, in order, how many of its leading tokens
+// each sync() reused from the session's state, and the prompt cache partition it ran in.
 struct FakePromptLog {
     mutable std::mutex mutex;
     std::vector<std::vector<int32_t>> prompts;
     std::vector<int> reused;
+    std::vector<uint64_t> partitions;
 };
 
 class FakeSession : public Session {
@@ -163,6 +164,11 @@ public:
         return tokens_.size() < prompt_.size() ? prompt_.size() - tokens_.size() : 0;
     }
     void remember() override {}
+    // As the real session: another partition's live state is not reused.
+    void set_cache_partition(uint64_t partition) override {
+        if (partition != partition_) tokens_.clear();
+        partition_ = partition;
+    }
     std::span<const float> step_logits(size_t i) const override {
         return i == 0 ? std::span<const float>(logits_) : std::span<const float>();
     }
@@ -208,6 +214,7 @@ private:
             std::lock_guard lock(log_.mutex);
             log_.prompts.push_back(given);
             log_.reused.push_back(0);
+            log_.partitions.push_back(partition_);
         }
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
         if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
@@ -250,6 +257,7 @@ private:
     std::vector<int32_t> prompt_;
     std::vector<float> logits_;
     int generated_ = 0;
+    uint64_t partition_ = 0;
 };
 
 class FakeEngine : public Engine {
@@ -298,6 +306,11 @@ public:
     std::vector<int32_t> last_prompt() const {
         std::lock_guard lock(log_.mutex);
         return log_.prompts.empty() ? std::vector<int32_t>{} : log_.prompts.back();
+    }
+    // The prompt cache partition each prompt ran in.
+    std::vector<uint64_t> partitions() const {
+        std::lock_guard lock(log_.mutex);
+        return log_.partitions;
     }
     // How many leading tokens each sync() reused from the session's state.
     std::vector<int> reused() const {

@@ -115,6 +115,12 @@ public:
     // Keeps the current state (e.g. prompt + generated tokens at the end of a request) in the
     // engine's prompt cache, so a later request that continues it resumes here.
     virtual void remember() = 0;
+    // Which partition of the engine's prompt cache the session reads and fills from now on
+    // (0 until set). States made in one partition never serve another: the daemon gives each
+    // API key its own (docs/operations.md "The prompt cache"), so one key's cached_tokens say
+    // nothing of another key's prompts. A different partition also drops the live state, which
+    // was made in the old one; the same partition again keeps it.
+    virtual void set_cache_partition(uint64_t partition) = 0;
     // Evaluate `tokens` from an empty state and return the logits of every position,
     // [tokens.size()][n_vocab] row-major (for --dump-logits and golden tests).
     virtual Status prefill_all_logits(std::span<const int32_t> tokens, std::vector<float>& out) = 0;
