@@ -70,6 +70,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
             case Endpoint::Messages: g = parse_messages_request(body.value, *state_.tokenizer, state_.limits); break;
         }
     }
+    check_answer_fits(g, state_.limits.answer);
     report_tolerance(req, res, g, ignored);
     std::unique_ptr<Responder> responder = make_responder(g, state_.info.fingerprint);
     auto job = std::make_shared<Job>();
@@ -140,7 +141,11 @@ void GenerationRoute::respond_whole(const httplib::Request& req, const std::shar
             ex->responder->collect(e);
             if (e.ends_job()) {
                 ex->job->channel->close();
-                send_json(res, 200, ex->responder->body());
+                // The body's text is moved, not copied (send_json would dump a json tree):
+                // the answer's peak stays near twice its size (openai/choices_responder.h).
+                res.status = 200;
+                res.body = ex->responder->whole_body();
+                res.set_header("Content-Type", "application/json");
                 return;
             }
         }

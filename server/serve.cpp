@@ -205,6 +205,7 @@ int serve_main(int argc, char** argv) {
         state.info = engine->info();
         state.engine = engine.get();
         state.limits = model_limits(config, state.info);
+        state.limits.answer = answer_limit(*tokenizer, config.max_answer_mb);
         state.tokenizer = tokenizer.get();
     } catch (const Error& e) {
         spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
@@ -224,6 +225,9 @@ int serve_main(int argc, char** argv) {
     spdlog::info("memory plan: {}", info.memory_plan);
     spdlog::info("context: {} tokens (prompt at most {}), compute threads {}, parallel {}, queue depth {}",
                  state.limits.n_ctx, state.limits.max_prompt_tokens, config.threads, config.parallel, config.queue_depth);
+    spdlog::info("whole answers at most {} MiB (--max-answer-mb; the vocabulary's longest token is {} bytes in a JSON "
+                 "string, {} as a logprobs bytes array)",
+                 config.max_answer_mb, state.limits.answer.piece, state.limits.answer.piece_bytes);
 
     // The worker reports progress and I/O errors to the liveness monitor, which watches the
     // engine's progress counter too and feeds systemd's watchdog while things move.

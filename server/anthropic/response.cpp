@@ -96,10 +96,10 @@ public:
         frame("message_stop", json::object());
     }
 
-    json body() const override {
+    std::string whole_body() override {
         json m = message_object();
         m["content"] = blocks_;
-        return m;
+        return dump(m);
     }
 
 private:

@@ -8,6 +8,10 @@
 
 namespace k3::server {
 
+namespace {
+constexpr size_t kCopiedBody = 64 * 1024;
+}  // namespace
+
 std::string response_head(const httplib::Response& res, int version_minor, bool chunked, size_t length, bool keep) {
     std::string head = std::string(version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(res.status) + " " +
                        reason_phrase(res.status) + "\r\n";
@@ -74,8 +78,14 @@ bool write_response(int fd, int version_minor, bool head_only, httplib::Response
     if (!res.content_provider_) {
         std::string out = response_head(res, version_minor, false, res.body.size(), keep);
         current.committed = true;
-        if (!head_only) out += res.body;
-        return write_all(fd, out.data(), out.size(), timeout);
+        if (head_only) return write_all(fd, out.data(), out.size(), timeout);
+        // A small body goes in the head's packet; a large one (a whole answer of many MB) is
+        // written from where it is, not copied behind the head (openai/choices_responder.h).
+        if (res.body.size() <= kCopiedBody) {
+            out += res.body;
+            return write_all(fd, out.data(), out.size(), timeout);
+        }
+        return write_all(fd, out.data(), out.size(), timeout) && write_all(fd, res.body.data(), res.body.size(), timeout);
     }
     // A streamed body: chunked for HTTP/1.1; an HTTP/1.0 client cannot decode chunks, so it
     // gets the raw bytes and the end of the body is the end of the connection. HEAD gets

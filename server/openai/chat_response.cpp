@@ -1,6 +1,7 @@
 // POST /v1/chat/completions: a "chat.completion" object, or "chat.completion.chunk" deltas.
 // Each of the request's n choices keeps its own text, calls and finish reason.
 #include "openai/choices_responder.h"
+#include "openai/logprobs_text.h"
 #include "http/sse.h"
 
 namespace k3::server {
@@ -13,7 +14,7 @@ struct ChatCall {
 
 struct ChatChoice {
     std::string content, reasoning;
-    std::vector<TokenLogprob> logprobs;
+    ChatLogprobsText logprobs;
     std::vector<ChatCall> calls;
     std::vector<std::string> call_ids;
     bool malformed = false;
@@ -29,7 +30,7 @@ struct ChatChoice {
 class ChatResponder : public ChoicesResponder<ChatChoice> {
 public:
     ChatResponder(const GenerationRequest& r, ResponseIds ids)
-        : ChoicesResponder(r, std::move(ids), "chat.completion", "chat.completion.chunk"),
+        : ChoicesResponder(r, std::move(ids), "chat.completion", "chat.completion.chunk", "message"),
           thinking_(r.params.thinking) {}
 
     std::string stream_start() override {
@@ -60,9 +61,12 @@ private:
         c.malformed = c.malformed || e.tool_calls_malformed;
     }
 
-    void add_output(json& out, const ChatChoice& c) const override {
-        json message = {{"role", "assistant"}, {"content", c.content}, {"refusal", nullptr}};
-        if (thinking_) message["reasoning_content"] = message["reasoning"] = c.reasoning;
+    json take_output(ChatChoice& c) override {
+        json message = {{"role", "assistant"}, {"content", std::move(c.content)}, {"refusal", nullptr}};
+        if (thinking_) {
+            message["reasoning_content"] = c.reasoning;
+            message["reasoning"] = std::move(c.reasoning);
+        }
         if (!c.calls.empty() && !c.malformed) {
             json calls = json::array();
             for (const auto& call : c.calls)
@@ -70,10 +74,10 @@ private:
                                  {"type", "function"},
                                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
             message["tool_calls"] = calls;
-            if (c.content.empty()) message["content"] = nullptr;  // as OpenAI: a pure call has no content
+            if (message["content"].get_ref<const std::string&>().empty())
+                message["content"] = nullptr;  // as OpenAI: a pure call has no content
         }
-        out["message"] = message;
-        if (logprobs_) out["logprobs"] = chat_logprobs_json(c.logprobs);
+        return message;
     }
 
     json chunk(int index, json delta, const std::vector<TokenLogprob>& lps, json finish_reason) const {

@@ -1,6 +1,7 @@
 // POST /v1/completions: "text_completion" objects, whole or as a stream of the same shape.
 // Each of the request's n choices keeps its own text, logprob offsets and finish reason.
 #include "openai/choices_responder.h"
+#include "openai/logprobs_text.h"
 #include "http/sse.h"
 
 namespace k3::server {
@@ -8,7 +9,7 @@ namespace k3::server {
 namespace {
 
 struct CompletionChoice {
-    std::vector<TokenLogprob> logprobs;
+    CompletionLogprobsText logprobs;
     size_t text_offset = 0;  // offset of the next token's text (streamed logprobs)
     std::string text;
     FinishReason finish_reason = FinishReason::Stop;
@@ -17,11 +18,12 @@ struct CompletionChoice {
 class CompletionResponder : public ChoicesResponder<CompletionChoice> {
 public:
     CompletionResponder(const GenerationRequest& r, ResponseIds ids)
-        : ChoicesResponder(r, std::move(ids), "text_completion", "text_completion"),
+        : ChoicesResponder(r, std::move(ids), "text_completion", "text_completion", "text"),
           echo_text_(r.echo ? r.echo_text : "") {
         for (auto& c : choices_) {
             c.text = echo_text_;
             c.text_offset = echo_text_.size();
+            c.logprobs = CompletionLogprobsText(echo_text_.size());
         }
     }
 
@@ -42,10 +44,7 @@ private:
 
     void collect_output(CompletionChoice& c, const JobEvent& e) override { c.text += e.content; }
 
-    void add_output(json& out, const CompletionChoice& c) const override {
-        out["text"] = c.text;
-        if (logprobs_) out["logprobs"] = completion_logprobs_json(c.logprobs, echo_text_.size());
-    }
+    json take_output(CompletionChoice& c) override { return std::move(c.text); }
 
     json chunk(const JobEvent& e, bool echo) {
         CompletionChoice& c = choice(e);

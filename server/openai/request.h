@@ -12,6 +12,7 @@
 #include "worker/job.h"
 #include "k3/chat.h"
 #include "k3/tokenizer.h"
+#include "openai/answer_limit.h"
 #include "openai/error.h"
 
 namespace k3::server {
@@ -28,6 +29,8 @@ struct ModelLimits {
     // --new-turn-tool-choice required: tool_choice auto becomes required on a turn's first
     // request (docs/api.md, "Tools"; docs/agents.md).
     bool new_turn_tool_required = false;
+    // --max-answer-mb and the vocabulary's per-token costs (openai/answer_limit.h).
+    AnswerLimit answer;
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).

@@ -65,33 +65,38 @@ json usage_json(const Usage& u) {
                 {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
+json completion_top_logprobs(const TokenLogprob& lp) {
+    json alts = json::object();
+    for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
+    return alts;
+}
+
 json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset) {
     json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
     for (const auto& lp : lps) {
         tokens.push_back(lp.text);
         token_logprobs.push_back(lp.logprob);
-        json alts = json::object();
-        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
-        top.push_back(alts);
+        top.push_back(completion_top_logprobs(lp));
         offsets.push_back(text_offset);
         text_offset += lp.text.size();
     }
     return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
+json chat_logprob_entry(const TokenLogprob& lp) {
     auto bytes = [](const std::string& s) {
         json b = json::array();
         for (unsigned char c : s) b.push_back(int(c));
         return b;
     };
+    json top = json::array();
+    for (const auto& [text, logprob] : lp.top) top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
+    return {{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}};
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
     json content = json::array();
-    for (const auto& lp : lps) {
-        json top = json::array();
-        for (const auto& [text, logprob] : lp.top)
-            top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
-        content.push_back({{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
-    }
+    for (const auto& lp : lps) content.push_back(chat_logprob_entry(lp));
     return json{{"content", content}, {"refusal", nullptr}};
 }
 

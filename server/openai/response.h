@@ -36,9 +36,11 @@ public:
     // comment; Anthropic clients count only events, so theirs is an `event: ping`).
     virtual std::string keep_alive();
 
-    // Whole response: every Delta and the Done event go through collect(), then body().
+    // Whole response: every Delta and the Done event go through collect(), then whole_body()
+    // once, which hands over the body's text (the completions and chat Responders build it as
+    // text while they collect: openai/choices_responder.h).
     virtual void collect(const JobEvent& event) = 0;
-    virtual json body() const = 0;
+    virtual std::string whole_body() = 0;
 };
 
 // The Responder for the request's endpoint. `model_fingerprint` is the served model's.
@@ -54,10 +56,14 @@ json envelope(const ResponseIds& ids, const char* object);
 // The end of a completions/chat stream: the usage chunk (choices: []) if asked for, then [DONE].
 std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage);
 json usage_json(const Usage& u);
-// Logprobs in the completions layout ({tokens, token_logprobs, top_logprobs, text_offset}).
+// Logprobs in the completions layout ({tokens, token_logprobs, top_logprobs, text_offset}), and
+// one token's entry of its top_logprobs ({"alternative": logprob, ...}).
 json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset);
-// Logprobs in the chat layout ({content: [{token, logprob, bytes, top_logprobs}]}).
+json completion_top_logprobs(const TokenLogprob& lp);
+// Logprobs in the chat layout ({content: [{token, logprob, bytes, top_logprobs}]}), and one
+// token's entry of its content.
 json chat_logprobs_json(const std::vector<TokenLogprob>& lps);
+json chat_logprob_entry(const TokenLogprob& lp);
 // "<prefix><16 hex digits>", random.
 std::string random_id(const char* prefix);
 

@@ -61,7 +61,9 @@ public:
               {{"response", response_object(status)}});
     }
 
-    json body() const override { return response_object(finish_ == FinishReason::Length ? "incomplete" : "completed"); }
+    std::string whole_body() override {
+        return dump(response_object(finish_ == FinishReason::Length ? "incomplete" : "completed"));
+    }
 
 private:
     enum class ItemType { Reasoning, Message, FunctionCall };

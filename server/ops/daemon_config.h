@@ -50,6 +50,7 @@ struct DaemonConfig {
     size_t max_body_bytes = 8u << 20;
     int max_inflight_body_mb = 256;   // request bodies being received at once; more get 503
     int max_json_depth = 64;
+    int max_answer_mb = 256;          // a whole (non-streamed) answer's bound; more is refused up front
     int max_prompt_tokens = 0;        // 0 = the context size
     int n_ctx = 0;                    // session context; 0 = min(model maximum, 32768)
     std::string log_format = "text";  // text | json

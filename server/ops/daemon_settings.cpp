@@ -242,6 +242,10 @@ const std::vector<DaemonSetting>& daemon_settings() {
                     "request bodies being received at once, MiB; more get 503 at their head (default 256)",
                     field(&D::max_inflight_body_mb), 1, 1 << 20),
         int_setting("max_json_depth", "N", "JSON nesting limit (default 64)", field(&D::max_json_depth), 4, 10000),
+        int_setting("max_answer_mb", "N",
+                    "a whole (non-streamed) answer at most, MiB, judged before it runs from n x max_tokens x a token's "
+                    "bytes with its logprobs; more is a 400 (default 256; streams are not bound by it)",
+                    field(&D::max_answer_mb), 1, 1 << 20),
         int_setting("max_prompt_tokens", "N", "prompt length limit, 0 = the context size (default 0)",
                     field(&D::max_prompt_tokens), 0, 1L << 30),
         int_setting("n_ctx", "N", "context size in tokens, 0 = min(model maximum, 32768) (default 0)", field(&D::n_ctx), 0,

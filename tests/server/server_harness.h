@@ -49,6 +49,7 @@ public:
         state.limits.max_prompt_tokens = state.limits.n_ctx - 1;
         state.limits.new_turn_tool_required = state.config.new_turn_tool_choice == "required";
         state.tokenizer = &tokenizer;
+        state.limits.answer = answer_limit(tokenizer, state.config.max_answer_mb);
         WorkerOptions wo;
         wo.n_ctx = state.limits.n_ctx;
         wo.client_buffer_bytes = size_t(state.config.client_buffer_kb) * 1024;

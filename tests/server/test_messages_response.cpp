@@ -83,7 +83,7 @@ Answer answer(const std::vector<JobEvent>& events, bool hide_reasoning = false) 
     auto streamed = make_messages_responder(r);
     std::string sse = streamed->stream_start();
     for (const auto& e : events) sse += streamed->stream_event(e);
-    return {whole->body(), frames_of(sse)};
+    return {json::parse(whole->whole_body()), frames_of(sse)};
 }
 
 // The blocks a stream builds, from its content_block_start and deltas alone.
