@@ -98,6 +98,15 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
         info_.vision = true;
     }
     info_.fingerprint = checkpoint_fingerprint(ckpt_);
+    if (vision_) {
+        // An image's rows depend on the tower's epsilon setting as well as on the weights: a
+        // state after an image is reused only under the same one (the disk tier outlives it).
+        Fnv1a f;
+        f.add(info_.fingerprint).add(&vision_settings_.norm_eps, sizeof vision_settings_.norm_eps);
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016" PRIx64, f.value());
+        info_.fingerprint = hex;
+    }
     prompt_cache_ = std::make_unique<PromptCache>(io::prompt_cache_budget(options.memory), ckpt_.config);
     if (!options.memory.prompt_cache_dir.empty()) {
         say("prompt cache disk tier: " + options.memory.prompt_cache_dir);

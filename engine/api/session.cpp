@@ -8,8 +8,15 @@
 // cancelled evaluation empties the session, so it always holds a consistent prefix; the next
 // prompt resumes from the cache. Everything it takes from or gives to the cache is in its
 // partition (set_cache_partition), and its live state never outlives a change of partition.
+//
+// Images (docs/model.md "Images in the prompt"): a prompt's image positions hold image row ids,
+// so the cache's prefixes already tell one image from another; the session only supplies their
+// rows to the forward pass, running the tower in begin_prompt for the images the prompt will
+// evaluate (from its resume point on) and dropping the rows once the prompt is in.
 #include <algorithm>
 #include <cstring>
+
+#include "k3/error.h"
 
 #include "api/engine_impl.h"
 #include "model/blocks.h"
@@ -36,8 +43,14 @@ public:
         return Status::Ok();
     }
 
+    void set_prompt_images(std::vector<PromptImage> images) override {
+        images_ = std::move(images);
+        image_rows_.assign(images_.size(), nullptr);
+    }
+
     Status begin_prompt(std::span<const int32_t> prompt, int* reused) override {
         if (reused) *reused = 0;
+        if (Status s = check_images(prompt); !s.ok()) return s;
         if (Status s = check_tokens(prompt); !s.ok()) return s;
         prompt_.assign(prompt.begin(), prompt.end());
         snapshot_at_ = 0;
@@ -60,7 +73,7 @@ public:
         // shares the same prefix (a common system prompt, a conversation's earlier turns).
         if (match.matched > tokens_.size() && match.matched < prompt.size()) snapshot_at_ = match.matched;
         if (reused) *reused = int(tokens_.size());
-        return Status::Ok();
+        return image_rows_from(tokens_.size());
     }
 
     std::span<const int32_t> next_prompt_chunk(size_t max_tokens) const override {
@@ -77,6 +90,9 @@ public:
     void prompt_chunk_done() override {
         const size_t n = tokens_.size();
         if (n == prompt_.size() || n == snapshot_at_ || n % chunk_ == 0) remember();
+        // the prompt is in: its images' rows are not needed again (a later prompt that needs them
+        // encodes them again)
+        if (prompt_pending() == 0) image_rows_.assign(images_.size(), nullptr);
     }
 
     size_t prompt_pending() const override {
@@ -137,13 +153,16 @@ public:
     }
 
     Status prefill_all_logits(std::span<const int32_t> tokens, std::vector<float>& out) override {
+        if (Status s = check_images(tokens); !s.ok()) return s;
         if (Status s = check_tokens(tokens); !s.ok()) return s;
+        if (Status s = image_rows_from(0); !s.ok()) return s;
         const size_t V = logits_.size();
         out.assign(tokens.size() * V, 0.0f);
         reset();
         for (size_t p = 0; p < tokens.size(); p += chunk_) {
             const size_t n = std::min(chunk_, tokens.size() - p);
-            Status s = engine_.evaluate(st_, tokens.subspan(p, n), out.data() + p * V, true, nullptr);
+            const ForwardItem item{&st_, tokens.subspan(p, n), out.data() + p * V, true, rows_at(p, tokens.subspan(p, n))};
+            Status s = engine_.evaluate_batch(std::span<const ForwardItem>(&item, 1), nullptr);
             if (!s.ok()) {
                 reset();
                 return s;
@@ -157,25 +176,30 @@ public:
     }
 
     // ---- for step_sessions() ----
-    Status check_tokens(std::span<const int32_t> tokens, size_t total = 0) const {
+    // `tokens` at positions pos.. (`total`: the sequence's length with them, 0: tokens.size()).
+    Status check_tokens(std::span<const int32_t> tokens, size_t total = 0, size_t pos = 0) const {
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty token sequence"};
         if (std::max(total, tokens.size()) > size_t(st_.n_ctx))
             return {StatusCode::ContextFull, "sequence of " + std::to_string(std::max(total, tokens.size())) +
                                                  " tokens exceeds the context of " + std::to_string(st_.n_ctx)};
         const int V = int(logits_.size());
-        for (int32_t id : tokens)
-            if (id < 0 || id >= V)
-                return {StatusCode::InvalidArgument,
-                        "token id " + std::to_string(id) + " is outside the vocabulary 0.." + std::to_string(V - 1)};
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            const int32_t id = tokens[i];
+            if (id >= 0 && (id < V || image_at(pos + i))) continue;
+            return {StatusCode::InvalidArgument,
+                    "token id " + std::to_string(id) + " is outside the vocabulary 0.." + std::to_string(V - 1) +
+                        (id >= V ? " (an image row id where the prompt has no image)" : "")};
+        }
         return Status::Ok();
     }
     ForwardItem forward_item(std::span<const int32_t> tokens, bool all_logits) {
         logits_valid_ = false;
         step_rows_ = 0;
-        if (!all_logits) return ForwardItem{&st_, tokens, logits_.data(), false};
+        const std::span<const float* const> rows = rows_at(tokens_.size(), tokens);
+        if (!all_logits) return ForwardItem{&st_, tokens, logits_.data(), false, rows};
         step_logits_.resize(tokens.size() * logits_.size());
         st_.begin_capture(int(tokens.size()));
-        return ForwardItem{&st_, tokens, step_logits_.data(), true};
+        return ForwardItem{&st_, tokens, step_logits_.data(), true, rows};
     }
     void committed(std::span<const int32_t> tokens) {
         tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
@@ -207,8 +231,80 @@ public:
     }
 
 private:
+    // The image whose rows take position `pos` of the prompt, or null.
+    const PromptImage* image_at(size_t pos) const {
+        for (const PromptImage& im : images_)
+            if (pos >= im.position && pos < im.position + size_t(im.rows)) return &im;
+        return nullptr;
+    }
+
+    // The images must lie inside the prompt, in order, on image row ids of their content.
+    Status check_images(std::span<const int32_t> prompt) const {
+        const int V = int(logits_.size());
+        const size_t E = size_t(engine_.config().hidden_size);
+        size_t end = 0;
+        for (size_t i = 0; i < images_.size(); ++i) {
+            const PromptImage& im = images_[i];
+            const std::string which = "image " + std::to_string(i);
+            if (im.rows <= 0 || im.position < end || im.position + size_t(im.rows) > prompt.size())
+                return {StatusCode::InvalidArgument, which + ": its rows are not inside the prompt, after the previous image's"};
+            end = im.position + size_t(im.rows);
+            if (im.embeddings && im.embeddings->size() != size_t(im.rows) * E)
+                return {StatusCode::InvalidArgument, which + ": its embeddings are not [rows][" + std::to_string(E) + "]"};
+            if (!im.embeddings && !im.image) return {StatusCode::InvalidArgument, which + ": neither an image nor its rows"};
+            if (im.embeddings) continue;
+            if (im.image->geometry.rows() != im.rows)
+                return {StatusCode::InvalidArgument, which + ": rows differ from the image's geometry"};
+            const std::vector<int32_t> ids = image_row_ids(im.image->content_hash, im.rows, V);
+            if (!std::equal(ids.begin(), ids.end(), prompt.begin() + std::ptrdiff_t(im.position)))
+                return {StatusCode::InvalidArgument, which + ": the prompt's ids there are not the image's row ids"};
+        }
+        return Status::Ok();
+    }
+
+    // Rows for every image the prompt evaluates from position `from` on: the given embeddings,
+    // or the tower's output.
+    Status image_rows_from(size_t from) {
+        for (size_t i = 0; i < images_.size(); ++i) {
+            const PromptImage& im = images_[i];
+            if (image_rows_[i] || im.position + size_t(im.rows) <= from) continue;
+            if (im.embeddings) {
+                image_rows_[i] = im.embeddings;
+                continue;
+            }
+            try {
+                auto rows = std::make_shared<const std::vector<float>>(engine_.encode_image(*im.image));
+                if (rows->size() != size_t(im.rows) * size_t(engine_.config().hidden_size))
+                    return {StatusCode::Internal, "the vision tower gave a wrong number of rows"};
+                image_rows_[i] = std::move(rows);
+            } catch (const Error& e) {
+                return {StatusCode::InvalidArgument, e.what()};
+            }
+        }
+        return Status::Ok();
+    }
+
+    // Per token of `tokens` (at positions pos..): its image row, or null; empty when none is.
+    std::span<const float* const> rows_at(size_t pos, std::span<const int32_t> tokens) {
+        if (images_.empty()) return {};
+        chunk_rows_.assign(tokens.size(), nullptr);
+        bool any = false;
+        const size_t E = size_t(engine_.config().hidden_size);
+        for (size_t i = 0; i < images_.size(); ++i) {
+            const PromptImage& im = images_[i];
+            if (!image_rows_[i]) continue;
+            for (size_t t = 0; t < tokens.size(); ++t)
+                if (pos + t >= im.position && pos + t < im.position + size_t(im.rows)) {
+                    chunk_rows_[t] = image_rows_[i]->data() + (pos + t - im.position) * E;
+                    any = true;
+                }
+        }
+        if (!any) return {};
+        return chunk_rows_;
+    }
+
     Status evaluate(std::span<const int32_t> tokens, const CancelFlag* cancel) {
-        if (Status s = check_tokens(tokens, tokens_.size() + tokens.size()); !s.ok()) return s;
+        if (Status s = check_tokens(tokens, tokens_.size() + tokens.size(), tokens_.size()); !s.ok()) return s;
         const ForwardItem item = forward_item(tokens, false);
         if (Status s = engine_.evaluate_batch(std::span<const ForwardItem>(&item, 1), cancel); !s.ok()) {
             roll_back();
@@ -235,6 +331,9 @@ private:
     uint64_t partition_ = 0;        // of the prompt cache: where every find, restore and insert goes
     std::vector<float> step_logits_;  // [rows][V] of the last all_logits step
     size_t step_rows_ = 0;            // its tokens still in the state (0: no such step)
+    std::vector<PromptImage> images_;  // of the prompts given next (set_prompt_images)
+    std::vector<std::shared_ptr<const std::vector<float>>> image_rows_;  // [images] their rows, while needed
+    std::vector<const float*> chunk_rows_;  // [chunk] rows_at()'s answer
 };
 
 }  // namespace
@@ -250,7 +349,8 @@ Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items
         auto* s = static_cast<SessionImpl*>(it.session);
         if (std::find(sessions.begin(), sessions.end(), s) != sessions.end())
             return {StatusCode::InvalidArgument, "a session appears twice in one step"};
-        if (Status st = s->check_tokens(it.tokens, s->tokens().size() + it.tokens.size()); !st.ok()) return st;
+        if (Status st = s->check_tokens(it.tokens, s->tokens().size() + it.tokens.size(), s->tokens().size()); !st.ok())
+            return st;
         sessions.push_back(s);
         tokens.push_back(it.tokens);
         all_logits.push_back(it.all_logits);

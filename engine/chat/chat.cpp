@@ -6,7 +6,8 @@
 // [thinking] <|open|>message role="system"
 // type="thinking-effort"<|sep|>EFFORT<|close|>message<|sep|><|end_of_msg|>
 //   per message: <|open|>message role="ROLE"<|sep|> BODY <|close|>message<|sep|><|end_of_msg|>
-//     system/user BODY: content
+//     system/user BODY: content; a user turn's images are written where they sit in it, each
+//                       <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>
 //     assistant BODY:   [thinking] <|open|>think<|sep|>reasoning<|close|>think<|sep|>
 //                       <|open|>response<|sep|>content<|close|>response<|sep|>
 //   generation prompt: <|open|>message role="assistant"<|sep|><|open|>think|response<|sep|>
@@ -57,6 +58,24 @@ public:
     void text(std::string_view s) {
         auto ids = tok_.encode(s, /*allow_special=*/false);
         out_.insert(out_.end(), ids.begin(), ids.end());
+    }
+    // An image's framing: a control segment, so text can never forge it (spec 9.2).
+    void image(const ChatImage& im) {
+        control(ControlIds::need(tok_, xtml::kMediaBegin));
+        text(xtml::image_size_text(im.width, im.height));
+        control(ControlIds::need(tok_, xtml::kMediaContent));
+        control(ControlIds::need(tok_, xtml::kMediaPad));
+        control(ControlIds::need(tok_, xtml::kMediaEnd));
+    }
+    // The content with its images where they sit.
+    void content(const ChatMessage& m) {
+        size_t at = 0;
+        for (const ChatImage& im : m.images) {
+            text(std::string_view(m.content).substr(at, im.offset - at));
+            image(im);
+            at = im.offset;
+        }
+        text(std::string_view(m.content).substr(at));
     }
     void open_tag(std::string_view tag) { control(ids_.open), text(tag), control(ids_.sep); }
     void close_tag(std::string_view tag) { control(ids_.close), text(tag), control(ids_.sep); }
@@ -137,6 +156,16 @@ std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessa
             throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + " has unknown role '" + role +
                                               "' (use system, user, assistant or tool)");
         if (role == "user") last_user = i;
+        // The release gathers images from user turns only (spec 9.3, 13.13).
+        if (!messages[i].images.empty() && role != "user")
+            throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + " (" + role +
+                                              ") has images; images are only accepted in user messages");
+        size_t at = 0;
+        for (const ChatImage& im : messages[i].images) {
+            if (im.offset < at || im.offset > messages[i].content.size())
+                throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + ": image offsets out of order");
+            at = im.offset;
+        }
     }
     Renderer r(tok);
     auto system_message = [&](std::string_view type, std::string_view body) {
@@ -157,7 +186,7 @@ std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessa
         const ChatMessage& m = messages[i];
         r.message(message_tag(m), [&] {
             if (m.role != "assistant") {
-                r.text(m.content);
+                r.content(m);
                 return;
             }
             if (options.thinking) {

@@ -90,19 +90,28 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         const int n = int(it.tokens.size());
         K3_CHECK(n > 0, "forward() takes at least one token per sequence");
         if (it.st->n_past + n > it.st->n_ctx) return {StatusCode::ContextFull, "the sequence would exceed the context"};
-        for (int32_t id : it.tokens)
-            if (id < 0 || id >= V) return {StatusCode::InvalidArgument, "token id out of range"};
+        K3_CHECK(it.rows.empty() || it.rows.size() == it.tokens.size(), "forward(): one row entry per token");
+        for (size_t i = 0; i < it.tokens.size(); ++i)
+            if (it.tokens[i] < 0 || (it.tokens[i] >= V && (it.rows.empty() || !it.rows[i])))
+                return {StatusCode::InvalidArgument, "token id out of range"};
         for (const SeqSpan& other : seqs) K3_CHECK(other.st != it.st, "a sequence appears twice in one chunk");
         seqs.push_back(SeqSpan{it.st, T, n, it.st->n_past});
         T += n;
     }
     K3_CHECK(T > 0 && T <= a.max_tokens, "forward() takes 1..%d tokens, got %d", a.max_tokens, T);
 
-    // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling), one row read per token
+    // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling), one row read per token;
+    // an image's position takes its projected row instead (docs/model.md "Images in the prompt")
     const int64_t row_bytes = E * int64_t(sizeof(uint16_t));
     int t = 0;
     for (const ForwardItem& it : items)
-        for (int32_t id : it.tokens) {
+        for (size_t i = 0; i < it.tokens.size(); ++i) {
+            const int32_t id = it.tokens[i];
+            if (!it.rows.empty() && it.rows[i]) {
+                std::copy_n(it.rows[i], E, &a.pref[size_t(t) * size_t(E)]);
+                ++t;
+                continue;
+            }
             if (Status s = m.embed_file.pread_full(m.embed_row.data(), size_t(row_bytes), m.embed_offset + id * row_bytes);
                 !s.ok())
                 return s;

@@ -61,12 +61,15 @@ struct Model {
 
 // One sequence's part of a forward chunk: its tokens (evaluated at positions st->n_past...) and
 // where its logits go: the last token's [V], every token's [n][V] when all_logits, or nowhere
-// when null.
+// when null. `rows`, when not empty, has one entry per token: an image row [E] that is the
+// token's input instead of its embedding (its id is then an image row id >= V,
+// k3/image_prompt.h), or null.
 struct ForwardItem {
     SequenceState* st;
     std::span<const int32_t> tokens;
     float* logits = nullptr;
     bool all_logits = false;
+    std::span<const float* const> rows = {};
 };
 
 // Evaluates the items' tokens together in one pass over the weights (at most m.act.max_tokens

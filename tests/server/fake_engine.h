@@ -160,6 +160,8 @@ public:
         return std::span<const int32_t>(prompt_).subspan(tokens_.size(), 1);
     }
     void prompt_chunk_done() override {}
+    void set_prompt_images(std::vector<PromptImage> images) override { images_ = std::move(images); }
+    const std::vector<PromptImage>& prompt_images() const { return images_; }
     size_t prompt_pending() const override {
         return tokens_.size() < prompt_.size() ? prompt_.size() - tokens_.size() : 0;
     }
@@ -255,6 +257,7 @@ private:
     FakePromptLog& log_;
     std::vector<int32_t> tokens_;
     std::vector<int32_t> prompt_;
+    std::vector<PromptImage> images_;
     std::vector<float> logits_;
     int generated_ = 0;
     uint64_t partition_ = 0;

@@ -20,6 +20,13 @@ struct ChatToolCall {
     std::string arguments;  // a JSON object, as text
 };
 
+// An image in a user message: the renderer writes its framing (k3/xtml.h) at byte `offset` of
+// the content, between the text before and after it (parts in order, no separator: spec 9.3).
+struct ChatImage {
+    size_t offset = 0;
+    int width = 0, height = 0;  // stored size, as the framing writes it
+};
+
 struct ChatMessage {
     std::string role;               // "system", "user", "assistant" or "tool"
     std::string content;
@@ -28,6 +35,7 @@ struct ChatMessage {
     std::string name;               // optional ` name="..."` attribute (system, user, assistant)
     std::string tool_name;          // role "tool": the called tool's name ...
     int tool_index = 0;             // ... and the call's 1-based index in its assistant turn
+    std::vector<ChatImage> images;  // user turns only (another role with images is refused); offsets ascending
 };
 
 enum class ToolChoice { Auto, None, Required };
@@ -46,7 +54,9 @@ struct ChatOptions {
     ToolChoice tool_choice = ToolChoice::Auto;  // rendered after the last user turn unless Auto
 };
 
-// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort, or a bad tool call.
+// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort, a bad tool call, or images
+// outside user turns. Each image becomes its framing with one <|media_pad|>, in order
+// (expand_image_pads in k3/image_prompt.h gives it its rows).
 std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  const ChatOptions& options);
 

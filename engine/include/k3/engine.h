@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "k3/image.h"
+#include "k3/image_prompt.h"
 #include "k3/options.h"
 #include "k3/status.h"
 #include "k3/weights_load.h"
@@ -90,6 +91,12 @@ public:
     // evaluates only the rest; *reused receives how many tokens were not recomputed.
     // Checks `cancel` between layers; on cancel or error the session stays usable.
     virtual Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused = nullptr) = 0;
+    // The images of the prompts given next (sync, begin_prompt, prefill_all_logits), until set
+    // again (docs/model.md "Images in the prompt"). Their positions hold image_row_ids
+    // (k3/image_prompt.h), embedded from the image's rows; a prompt with such ids that no image
+    // covers is refused. An image's tower runs in begin_prompt, only when the prompt evaluates
+    // its positions (not when the prompt cache resumes past it).
+    virtual void set_prompt_images(std::vector<PromptImage> images) = 0;
     // Append one token (decode step) and compute its logits.
     virtual Status append(int32_t token, const CancelFlag& cancel) = 0;
     // Logits of the last evaluated position, [n_vocab].
