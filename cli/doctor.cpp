@@ -168,7 +168,7 @@ struct Machine {
     double mem_gbps = 0;
     double gflops = 0;            // bf16 matmuls, for the prefill estimate
     double attention_gflops = 0;  // blocked attention at the model's widths, for the time to first token
-    ModelCompute model_compute;   // matmuls and KDA steps at the model's widths, for the prefill estimate
+    ModelRates model_rates;       // products and per-token work at the model's widths, for the prefill estimate
     Cgroup cgroup;
     bool memlock_unlimited = false;
     int64_t memlock = 0;
@@ -238,7 +238,7 @@ Machine examine_machine(const DoctorOptions& o, const ModelSizes& model, const s
     const ModelConfig& c = model.config;
     m.attention_gflops = measure_attention_gflops(m.cores, c.kv_lora_rank + c.qk_rope_head_dim, c.kv_lora_rank,
                                                   std::min(0.3, o.seconds / 2));
-    m.model_compute = measure_model_compute(c, chunk_tokens_for(c), m.cores, std::min(0.6, o.seconds));
+    m.model_rates = measure_model_rates(c, m.cores, std::min(1.5, 2 * o.seconds));
     return m;
 }
 
@@ -276,10 +276,8 @@ void plan(Report& r, int64_t prompt_tokens) {
     b.expert_gbps = std::max(d.expert_gbps, 1e-3);
     b.mem_gbps = r.machine.mem_gbps;
     b.gflops = r.machine.gflops;
-    b.attention_gflops = r.machine.attention_gflops;
-    b.trunk_gflops = r.machine.model_compute.trunk_gflops;
-    b.expert_gflops = r.machine.model_compute.expert_gflops;
-    b.kda_step_seconds = r.machine.model_compute.kda_step_seconds;
+    b.attention_gflops = 0;  // the model's rates have it, one thread's (chunk_compute.h)
+    b.model = r.machine.model_rates;
     for (const auto& [name, p] : fits)
         r.plans.push_back({project(r.model, p, b, p.chunk_tokens), name.empty() ? "resident" : name,
                            estimate_prompt(r.model, p, b, prompt_tokens)});
@@ -340,9 +338,10 @@ void print_json(const Report& r) {
                    {"bandwidth_gbps", m.mem_gbps}};
     j["compute"] = {{"bf16_gflops", m.gflops},
                     {"attention_gflops", m.attention_gflops},
-                    {"model_bf16_gflops", m.model_compute.trunk_gflops},
-                    {"model_expert_gflops", m.model_compute.expert_gflops},
-                    {"kda_step_seconds", m.model_compute.kda_step_seconds}};
+                    {"model_bf16_gflops", rate_at(m.model_rates.bf16_gflops, r.model.config.hidden_size)},
+                    {"model_expert_gflops",
+                     rate_at(m.model_rates.expert_gflops, tokens_per_expert(r.model.config, chunk_tokens_for(r.model.config)))},
+                    {"kda_head_seconds", m.model_rates.work.kda_head_seconds}};
     j["cgroup"] = {{"memory_max_bytes", m.cgroup.memory_max}, {"cpus", m.cgroup.cpus}};
     j["disk"] = {{"dir", m.disk.dir.string()}, {"free_bytes", m.disk.free_bytes}, {"o_direct", m.disk.direct},
                  {"sequential_gbps", m.disk.seq_gbps}, {"expert_read_gbps", m.disk.expert_gbps}, {"note", m.disk.note}};

@@ -1,5 +1,6 @@
 // Measuring this machine's read, memory and matmul speed (machine_speed.h).
 #include "cli/machine_speed.h"
+#include "cli/timed_passes.h"
 
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -39,21 +40,6 @@ std::filesystem::path write_scratch(const std::filesystem::path& dir, int64_t by
     for (int64_t done = 0; done < bytes; done += int64_t(block.size())) out.write(block.data(), std::streamsize(block.size()));
     if (!out) throw Error(ErrorKind::Io, "cannot write a scratch file in " + dir.string() + " (disk full?)");
     return p;
-}
-
-// Runs `pass` until `seconds` have gone (after one warm-up pass): passes per second.
-template <class F>
-double passes_per_second(double seconds, F&& pass) {
-    pass();
-    int reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double s = 0;
-    do {
-        pass();
-        ++reps;
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (s < seconds);
-    return reps / s;
 }
 
 }  // namespace
@@ -163,6 +149,7 @@ double measure_gflops(int threads, double seconds) {
     return 2.0 * double(rows * cols * T) * reps / s / 1e9;
 }
 
+
 double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
     // Tiles of 16 queries (mla.cpp's largest) over 1024 cached rows in 64-key blocks, the
     // queries spread over the threads as in a prefill chunk.
@@ -190,62 +177,84 @@ double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
 }
 
 
-ModelCompute measure_model_compute(const ModelConfig& c, int chunk_tokens, int threads, double seconds) {
-    ModelCompute r;
-    Compute cp(select_kernels(), std::max(1, threads));
+namespace {
+
+// One look at every rate of measure_model_rates, for about `seconds`.
+ModelRates model_rates_once(const ModelConfig& c, int threads, double seconds) {
+    ModelRates r;
+    // One thread: chunk_compute spreads the work by the parallel speedup measured with the token
+    // work and charges each parallel region's join (token_work.h).
+    Compute cp(select_kernels(), 1);
     std::mt19937 rng(3);
-    // Trunk: [rows][hidden] bf16 over the chunk's tokens, 64 at a time (the kernels' token tile,
-    // kernel_sets.h); rows as many as a layer's widest product has, up to 32 MB of weights.
-    const int64_t E = std::max(16, c.hidden_size);
-    const int64_t widest = std::max<int64_t>({c.intermediate_size, c.shared_intermediate(), 4 * int64_t(c.kda_width()), 16});
-    const int64_t rows = std::clamp<int64_t>(widest, 16, (int64_t(16) << 20) / E) / 16 * 16;
-    const int64_t T = std::clamp(chunk_tokens, 1, 64);
-    {
-        std::vector<uint16_t> W(size_t(rows * E));
+    // bf16: [rows][cols] over 64 tokens (the kernels' token tile, kernel_sets.h), rows as many as
+    // the model's products of that width have, up to 32 MB of weights.
+    const int64_t T = 64;
+    cp.reserve(T);
+    r.work = measure_token_work(c, threads, 0.4 * seconds);
+    if (c.kv_lora_rank > 0)
+        r.attention_gflops =
+            measure_attention_gflops(1, c.kv_lora_rank + c.qk_rope_head_dim, c.kv_lora_rank, 0.1 * seconds);
+    const auto widths = bf16_product_widths(c);
+    for (const auto& [cols, most_rows] : widths) {
+        const int64_t rows = std::clamp<int64_t>(most_rows, 16, std::max<int64_t>(16, (int64_t(16) << 20) / cols)) / 16 * 16;
+        std::vector<uint16_t> W(size_t(rows * cols));
         for (auto& w : W) w = uint16_t(0x3c00 + (rng() & 0x3ff));
-        std::vector<float> X(size_t(T * E), 0.5f), Y(size_t(T * rows));
-        cp.reserve(T);
-        const double per_s = passes_per_second(seconds / 3, [&] { cp.matmul_bf16(W.data(), X.data(), Y.data(), rows, E, T); });
-        r.trunk_gflops = 2.0 * double(rows * E * T) * per_s / 1e9;
+        std::vector<float> X(size_t(T * cols), 0.5f), Y(size_t(T * rows));
+        const double per_s = passes_per_second(0.35 * seconds / double(widths.size()),
+                                               [&] { cp.matmul_bf16(W.data(), X.data(), Y.data(), rows, cols, T); });
+        r.bf16_gflops.push_back({cols, 2.0 * double(rows * cols * T) * per_s / 1e9});
     }
-    // Experts: a chunk's tokens spread over the experts, top-k each (K3's router is near-flat), as
-    // many experts as there are threads to keep busy; the gate projection [I][L], MXFP4.
+    // Experts: a chunk's tokens spread over the experts, top-k each (K3's router is near-flat); the
+    // gate projection [I][L], MXFP4, of one expert after another through 64 MB of them, so that
+    // each expert's weights come from memory as a chunk's walk over the pool has them come.
     if (c.num_experts > 0 && c.moe_intermediate_size > 0 && c.routed_expert_hidden_size > 0) {
-        const int64_t I = c.moe_intermediate_size, L = c.routed_expert_hidden_size;
-        const int64_t per_expert = std::clamp<int64_t>(
-            int64_t(std::lround(double(chunk_tokens) * c.num_experts_per_token / c.num_experts)), 1, 64);
-        const int64_t n_experts = 4 * std::max(1, threads);
-        std::vector<uint8_t> packed(size_t(n_experts * I * L / 2)), scales(size_t(n_experts * I * L / 32), 120);
+        const int64_t I = c.moe_intermediate_size, L = c.routed_expert_hidden_size, bytes = I * L / 2;
+        const int64_t n_experts = std::max<int64_t>(4, ((int64_t(64) << 20) + bytes - 1) / bytes);
+        std::vector<uint8_t> packed(size_t(n_experts * bytes)), scales(size_t(n_experts * I * L / 32), 120);
         for (auto& b : packed) b = uint8_t(rng());
-        std::vector<float> X(size_t(per_expert * L), 0.25f), Y(size_t(n_experts * per_expert * I));
-        const double per_s = passes_per_second(seconds / 3, [&] {
-            cp.parallel_for(n_experts, [&](int64_t e, int) {
-                cp.k.matmul_mxfp4(&packed[size_t(e * I * L / 2)], &scales[size_t(e * I * L / 32)], X.data(),
-                                  &Y[size_t(e * per_expert * I)], I, L, per_expert);
+        for (const int64_t per_expert : {8, 16, 32, 64}) {
+            std::vector<float> X(size_t(per_expert * L), 0.25f), Y(size_t(per_expert * I));
+            int64_t e = 0;  // a pass: the next expert of the walk
+            const double per_s = passes_per_second(0.15 * seconds / 4, [&] {
+                cp.k.matmul_mxfp4(&packed[size_t(e * bytes)], &scales[size_t(e * I * L / 32)], X.data(), Y.data(), I, L,
+                                  per_expert);
+                e = (e + 1) % n_experts;
             });
-        });
-        r.expert_gflops = 2.0 * double(n_experts * I * L * per_expert) * per_s / 1e9;
+            r.expert_gflops.push_back({per_expert, 2.0 * double(I * L * per_expert) * per_s / 1e9});
+        }
     }
-    // KDA: delta-rule steps of one head, 64 tokens in a row (the recurrence is sequential), the
-    // heads spread over the threads as kda.cpp spreads them.
-    if (c.kda_head_dim > 0 && c.kda_num_heads > 0) {
-        const int D = std::min(c.kda_head_dim, kKdaMaxHeadDim), kSteps = 64;
-        const int heads = std::max(c.kda_num_heads, 2 * std::max(1, threads));
-        std::normal_distribution<float> nd(0.0f, 0.1f);
-        std::vector<float> S(size_t(heads) * size_t(D * D)), vec(size_t(4 * D)), o(size_t(heads * D));
-        for (float& v : S) v = nd(rng);
-        for (float& v : vec) v = nd(rng);
-        // no decay (alpha 1): a state decayed pass after pass turns subnormal, and those run 3x slower
-        for (int d = 0; d < D; ++d) vec[size_t(3 * D + d)] = 1.0f;
-        const double per_s = passes_per_second(seconds / 3, [&] {
-            cp.parallel_for(heads, [&](int64_t h, int) {
-                for (int t = 0; t < kSteps; ++t)
-                    cp.k.kda_step(&S[size_t(h * D * D)], vec.data(), vec.data() + D, vec.data() + 2 * D,
-                                  vec.data() + 3 * D, 0.5f, &o[size_t(h * D)], D);
-            });
-        });
-        r.kda_step_seconds = 1.0 / (per_s * heads * kSteps);
-    }
+    return r;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+// Three looks, a figure's median: the other jobs of a shared machine come and go by the second,
+// and one look at 0.1 s can land in a burst (demo-64k's rates measured 2x apart a minute apart
+// at load 11-13).
+ModelRates measure_model_rates(const ModelConfig& c, int threads, double seconds) {
+    constexpr int kLooks = 3;
+    std::vector<ModelRates> looks;
+    for (int i = 0; i < kLooks; ++i) looks.push_back(model_rates_once(c, threads, seconds / kLooks));
+    ModelRates r = looks[0];
+    auto of = [&](auto&& figure) {
+        std::vector<double> v;
+        for (ModelRates& l : looks) v.push_back(figure(l));
+        return median(v);
+    };
+    for (size_t i = 0; i < r.bf16_gflops.size(); ++i) r.bf16_gflops[i].second = of([&](ModelRates& l) { return l.bf16_gflops[i].second; });
+    for (size_t i = 0; i < r.expert_gflops.size(); ++i)
+        r.expert_gflops[i].second = of([&](ModelRates& l) { return l.expert_gflops[i].second; });
+    r.attention_gflops = of([](ModelRates& l) { return l.attention_gflops; });
+    for (double TokenWork::*f : {&TokenWork::mix_source_seconds, &TokenWork::norm_seconds, &TokenWork::kda_head_seconds,
+                                 &TokenWork::route_seconds, &TokenWork::mla_head_seconds, &TokenWork::combine_seconds,
+                                 &TokenWork::situ_seconds, &TokenWork::add_seconds, &TokenWork::join_seconds,
+                                 &TokenWork::parallel_speedup})
+        r.work.*f = of([&](ModelRates& l) { return l.work.*f; });
     return r;
 }
 

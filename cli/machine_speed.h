@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/chunk_compute.h"
 #include "weights/config.h"
 
 namespace k3::cli {
@@ -38,18 +39,13 @@ double measure_gflops(int threads, double seconds);
 // GFLOP/s, counting attention_flops_per_pair per query and key.
 double measure_attention_gflops(int threads, int dk, int dv, double seconds);
 
-// The compute a prefill token costs at one model's own widths (docs/performance.md, "Time to
-// first token"): the GFLOP/s of the engine's bf16 matmul with the model's hidden width as its
-// columns, of its MXFP4 matmul at an expert's shape with the tokens an expert gets in a chunk,
-// and the seconds of one KDA delta-rule step (kda_step) at the model's head width. On small
-// models these are far below the 2048-wide figure of measure_gflops: a 256-wide row is 16
+// The compute a prefill chunk costs at one model's own widths (docs/performance.md, "Time to
+// first token"; chunk_compute.h uses them): the GFLOP/s of the engine's bf16 matmul at each column
+// count the model's products have (bf16_product_widths), of its MXFP4 matmul at an expert's shape
+// for 8, 16, 32 and 64 tokens an expert, and the work that is not a product (token_work.h). On
+// small models these are far below the 2048-wide figure of measure_gflops: a 256-wide row is 16
 // multiply-adds a lane before its 16-to-1 reduction.
-struct ModelCompute {
-    double trunk_gflops = 0;
-    double expert_gflops = 0;
-    double kda_step_seconds = 0;  // one head, one token
-};
-ModelCompute measure_model_compute(const ModelConfig& c, int chunk_tokens, int threads, double seconds);
+ModelRates measure_model_rates(const ModelConfig& c, int threads, double seconds);
 
 // A score (a dk-long dot) and a value row (dv multiply-adds) for one query and one key.
 inline double attention_flops_per_pair(int dk, int dv) { return 2.0 * (dk + dv); }

@@ -16,6 +16,7 @@
 #include "io/disk_bandwidth.h"
 #include "k3/cli.h"
 #include "k3/error.h"
+#include "k3/forward_stages.h"
 #include "k3/options.h"
 #include "kimi_k3_config.h"
 #include "store/memory_plan.h"
@@ -32,6 +33,7 @@ const char* const kUsage =
     "  --memory-gb N[,N...]  memory for the engine: the plan --preset auto makes with N GB\n"
     "                        available (default: this machine's MemAvailable)\n"
     "  --preset NAME         a named preset instead (laptop, desktop, workstation, server, max)\n"
+    "  --resident            every weight in memory, as `run` and `serve` without a budget\n"
     "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
     "  --prefill-mb M        activations of one prefill chunk (default: the preset's, else 256 MB)\n"
     "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
@@ -43,16 +45,25 @@ const char* const kUsage =
     "  --attention-gflops G  blocked attention throughput at the model's widths (default: measured)\n"
     "  --prompt-tokens N[,N...]  also the time to first token of prompts of N tokens (from an\n"
     "                        empty cache), with the attention's share\n"
-    "  --seconds S           time for each read-speed measurement (default 1.5)\n"
+    "  --seconds S           time for each read-speed measurement, and half the time for the compute\n"
+    "                        rates at the model's widths (default 1.5)\n"
     "Exit status: 0 every budget has a plan; 1 some budget has none (printed); 2 usage error.\n";
+
+// Every speed "not given" (-1), so that what no flag gives is measured.
+Bandwidths unmeasured() {
+    Bandwidths b;
+    b.disk_gbps = b.expert_gbps = b.mem_gbps = b.gflops = b.attention_gflops = -1;
+    return b;
+}
 
 struct PlanArgs {
     std::string target;
     std::vector<double> memory_gb;
     MemoryOptions memory;
-    Bandwidths given{-1, -1, -1, -1, -1, 1};
+    Bandwidths given = unmeasured();
     std::vector<double> prompt_tokens;
     double seconds = 1.5;
+    bool resident = false;
 };
 
 std::vector<double> number_list(const std::string& flag, const std::string& list) {
@@ -92,10 +103,31 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
 }
 
 void print_prompt(const PromptEstimate& e) {
-    std::printf("  time to first token, %lld-token prompt: %.1f s (%d chunks; reads %.1f s, compute %.1f s of which "
-                "attention %.1f s; %d chunks bounded by reads)\n",
+    std::printf("  time to first token, %lld-token prompt: %.2f s (%d chunks; reads %.2f s, compute %.2f s of which "
+                "attention %.2f s; %d chunks bounded by reads)\n",
                 (long long)e.tokens, e.seconds, e.chunks, e.read_seconds, e.compute_seconds, e.attention_seconds,
                 e.read_bound_chunks);
+    // by stage, named as the run report's forward_stage_seconds names them
+    std::printf("    compute by stage:");
+    for (int i = 0; i < kForwardStages; ++i)
+        if (e.stage_seconds[size_t(i)] >= 5e-4)
+            std::printf(" %s %.3f s", forward_stage_name(ForwardStage(i)), e.stage_seconds[size_t(i)]);
+    std::printf("\n");
+}
+
+void print_model_rates(const ModelRates& r, int chunk, const ModelConfig& c) {
+    std::printf("  at the model's widths (measured, one thread): bf16 GFLOP/s by columns");
+    for (const auto& [cols, g] : r.bf16_gflops) std::printf(" %lld: %.0f", (long long)cols, g);
+    std::printf("; MXFP4 experts by tokens an expert");
+    for (const auto& [n, g] : r.expert_gflops) std::printf(" %lld: %.0f", (long long)n, g);
+    std::printf(" (a %d-token chunk gives %lld)\n", chunk, (long long)tokens_per_expert(c, chunk));
+    const TokenWork& w = r.work;
+    std::printf("  per-token work (measured): mix %.1f ns a source, norm %.1f ns a row, KDA %.2f us a head, routing "
+                "%.2f us, MLA %.2f us a head, combine %.2f us, SiTU %.2f ns, add %.2f ns (one thread); join %.1f us, "
+                "parallel regions %.2fx one thread\n",
+                w.mix_source_seconds * 1e9, w.norm_seconds * 1e9, w.kda_head_seconds * 1e6, w.route_seconds * 1e6,
+                w.mla_head_seconds * 1e6, w.combine_seconds * 1e6, w.situ_seconds * 1e9, w.add_seconds * 1e9,
+                w.join_seconds * 1e6, w.parallel_speedup);
 }
 
 }  // namespace
@@ -106,6 +138,7 @@ int plan_main(int argc, char** argv) {
         while (args.next()) {
             if (args.is("--memory-gb")) a.memory_gb = number_list("--memory-gb", args.value());
             else if (args.is("--preset")) a.memory.preset = args.value();
+            else if (args.is("--resident")) a.resident = true;
             else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
             else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
             else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
@@ -126,6 +159,8 @@ int plan_main(int argc, char** argv) {
             if (n != double(int64_t(n))) throw Error(ErrorKind::Usage, "--prompt-tokens expects whole numbers of tokens");
         if (!a.memory_gb.empty() && io::wants_budget(a.memory))
             throw Error(ErrorKind::Usage, "--memory-gb plans as --preset auto; give it or a preset/budget, not both");
+        if (a.resident && (!a.memory_gb.empty() || io::wants_budget(a.memory)))
+            throw Error(ErrorKind::Usage, "--resident plans without a budget; give it or --memory-gb/a preset/budget, not both");
 
         const bool is_dir = !a.target.empty() && std::filesystem::is_directory(a.target);
         const ModelSizes m = a.target.empty() ? sizes_of(parse_config(kKimiK3Config, "built-in Kimi K3 config"),
@@ -153,14 +188,11 @@ int plan_main(int argc, char** argv) {
         if (b.gflops <= 0) {
             b.gflops = measure_gflops(physical_cores(), 0.3);
             // and at the model's own widths, which the projection uses where it has them
-            const ModelCompute mc = measure_model_compute(m.config, f.default_chunk_tokens, physical_cores(), 0.6);
-            b.trunk_gflops = mc.trunk_gflops;
-            b.expert_gflops = mc.expert_gflops;
-            b.kda_step_seconds = mc.kda_step_seconds;
+            b.model = measure_model_rates(m.config, physical_cores(), 2 * a.seconds);
         }
         const auto& cfg = m.config;
         const std::string attention_src = b.attention_gflops > 0 ? "given" : "measured";
-        if (b.attention_gflops <= 0 && !a.prompt_tokens.empty())
+        if (b.attention_gflops <= 0 && !a.prompt_tokens.empty() && !b.model.measured())
             b.attention_gflops = measure_attention_gflops(physical_cores(), cfg.kv_lora_rank + cfg.qk_rope_head_dim,
                                                           cfg.kv_lora_rank, 0.3);
 
@@ -173,24 +205,24 @@ int plan_main(int argc, char** argv) {
         std::printf("  machine: disk %.2f GB/s sequential, %.2f GB/s expert reads (%s); memory %.1f GB/s (%s); "
                     "%.0f GFLOP/s bf16 (%s)\n",
                     b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
-        if (b.trunk_gflops > 0)
-            std::printf("  at the model's widths (measured): bf16 %.0f GFLOP/s (%d-wide rows), MXFP4 experts %.0f GFLOP/s, "
-                        "KDA step %.2f us a head\n",
-                        b.trunk_gflops, cfg.hidden_size, b.expert_gflops, b.kda_step_seconds * 1e6);
+        if (b.model.measured()) print_model_rates(b.model, f.default_chunk_tokens, cfg);
         if (b.compress_ratio < 1) std::printf("  streamed trunk compressed to %.3f of its bytes\n", b.compress_ratio);
         if (!a.prompt_tokens.empty())
-            std::printf("  attention %.0f GFLOP/s at %d-wide rows (%s)\n", b.attention_gflops,
-                        cfg.kv_lora_rank + cfg.qk_rope_head_dim, attention_src.c_str());
+            std::printf("  attention %.0f GFLOP/s at %d-wide rows (%s)\n", rates_of(b).attention_gflops,
+                        cfg.kv_lora_rank + cfg.qk_rope_head_dim,
+                        b.attention_gflops > 0 || !b.model.measured() ? attention_src.c_str() : "measured, one thread");
 
         std::vector<std::pair<std::string, int64_t>> budgets;  // label, MemAvailable to plan with
         MemoryOptions o = a.memory;
-        if (!a.memory_gb.empty() || !io::wants_budget(o)) o.preset = "auto";
+        if (!a.resident && (!a.memory_gb.empty() || !io::wants_budget(o))) o.preset = "auto";
         for (double g : a.memory_gb) {
             char label[32];
             std::snprintf(label, sizeof label, "%g GB", g);
             budgets.push_back({label, int64_t(g * 1e9)});
         }
-        if (budgets.empty()) budgets.push_back({o.preset.empty() ? "explicit budgets" : "preset " + o.preset, io::read_mem_available()});
+        if (budgets.empty())
+            budgets.push_back({a.resident ? "resident" : o.preset.empty() ? "explicit budgets" : "preset " + o.preset,
+                               io::read_mem_available()});
         int status = 0;
         for (const auto& [label, avail] : budgets) {
             std::printf("\n%s:\n", label.c_str());

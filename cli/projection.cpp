@@ -48,12 +48,6 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
 
 namespace {
 
-int count_mla(const ModelConfig& c) {
-    int n = 0;
-    for (int il = 0; il < c.num_hidden_layers; ++il) n += c.is_mla(il) ? 1 : 0;
-    return n;
-}
-
 // Time for reads and compute where some reads cannot overlap: `exposed_read` (reads that start
 // only after the layer before them is released) and the `exposed_share` of the compute (those
 // layers' predecessors) run one after the other; the rest overlap.
@@ -61,7 +55,28 @@ double overlapped_seconds(double read, double compute, double exposed_read, doub
     return exposed_read + compute * exposed_share + std::max(read - exposed_read, compute * (1 - exposed_share));
 }
 
+// The routed experts the store hands out at a time: the whole layer resident, top-k streamed
+// (resident_store.cpp, streaming_store.cpp).
+int max_experts_per_batch(const io::MemoryPlan& plan, const ModelConfig& c) {
+    return plan.streaming ? c.num_experts_per_token : c.num_experts;
+}
+
 }  // namespace
+
+ModelRates rates_of(const Bandwidths& b) {
+    ModelRates r = b.model;
+    if (!r.measured()) {
+        r = ModelRates{};
+        r.bf16_gflops = {{1, b.gflops}};
+        r.expert_gflops = {{1, b.gflops}};
+        r.attention_gflops = b.attention_gflops > 0 ? b.attention_gflops : b.gflops;
+    } else if (b.attention_gflops > 0) {
+        // given for the whole machine; the model's rates are one thread's
+        r.attention_gflops = b.attention_gflops / std::max(1.0, r.work.parallel_speedup);
+    }
+    r.mem_gbps = b.mem_gbps;
+    return r;
+}
 
 Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk) {
     Projection p;
@@ -132,17 +147,11 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double union_per_layer = N > 0 ? N * (1 - std::pow(1 - K / N, double(T))) : 0;
     const double chunk_experts = double(m.moe_layers) * union_per_layer * expert;
     p.chunk_expert_disk_bytes = int64_t(chunk_experts * (1 - p.expert_hit));
-    // Parameters a token multiplies by: the trunk (bf16) and its experts (MXFP4, 4.25 bits), each
-    // at its rate at the model's widths where measured (a small model's rows run far below the
-    // 2048-wide rate), and the KDA layers' delta-rule steps, one per head and token.
-    const double trunk_rate = (b.trunk_gflops > 0 ? b.trunk_gflops : b.gflops) * 1e9;
-    const double expert_rate = (b.expert_gflops > 0 ? b.expert_gflops : b.gflops) * 1e9;
-    const double token_s = trunk_rate > 0 && expert_rate > 0
-                               ? double(m.trunk()) / trunk_rate + 2 * experts_per_token * expert * 8 / 4.25 / expert_rate +
-                                     double(c.num_hidden_layers - count_mla(c)) * c.kda_num_heads * b.kda_step_seconds
-                               : 0;
+    // The chunk's compute at this machine's rates, stage by stage (chunk_compute.h), but for its
+    // attention over itself (estimate_prompt adds each chunk's); the memory it sweeps is a floor.
+    p.chunk_stages = chunk_compute(c, rates_of(b), T, 0, max_experts_per_batch(plan, c));
     const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
-    p.chunk_compute_seconds = std::max(token_s * T, sweep_s);
+    p.chunk_compute_seconds = std::max(p.chunk_stages.total() - p.chunk_stages.attention_seconds, sweep_s);
     // The prefill pipeline (model/moe.cpp) reads the next batch of experts while one computes,
     // and the next layer's first batch during a layer's last, beside the ring's trunk reads: one
     // disk serves both, so the chunk costs the larger of all its reads and its compute, plus what
@@ -162,25 +171,20 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
 PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens) {
     PromptEstimate e;
     e.tokens = tokens;
-    const ModelConfig& c = m.config;
-    const int mla_layers = count_mla(c);
-    // Every (query, key) pair of a causal prompt, per MLA layer and head: a score over the
-    // cached [latent | rope] row and a value row over the latent (model/mla.cpp).
-    const double flops_per_pair = 2.0 * double(c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank);
-    const double rate = (b.attention_gflops > 0 ? b.attention_gflops : b.gflops) * 1e9;
+    const ModelRates rates = rates_of(b);
     const int T = std::max(1, plan.chunk_tokens);
     const Projection full = project(m, plan, b, T);
     for (int64_t p0 = 0; p0 < tokens; p0 += T) {
         const int64_t n = std::min<int64_t>(T, tokens - p0);
         const Projection p = n == T ? full : project(m, plan, b, int(n));
-        // positions p0 .. p0 + n - 1 attend to p0 + 1 .. p0 + n keys
-        const double pairs = double(n) * double(p0) + double(n) * double(n + 1) / 2;
-        const double attention = rate > 0 ? double(mla_layers) * c.num_attention_heads * pairs * flops_per_pair / rate : 0;
-        const double compute = p.chunk_compute_seconds + attention;
+        // the chunk's compute with its queries attending to every position before them
+        const ChunkCompute at = chunk_compute(m.config, rates, n, p0, max_experts_per_batch(plan, m.config));
+        const double compute = p.chunk_compute_seconds + at.attention_seconds;
         e.chunks++;
-        e.attention_seconds += attention;
+        e.attention_seconds += at.attention_seconds;
         e.read_seconds += p.chunk_read_seconds;
         e.compute_seconds += compute;
+        for (size_t s = 0; s < e.stage_seconds.size(); ++s) e.stage_seconds[s] += at.seconds[s];
         e.read_bound_chunks += p.chunk_read_seconds > compute ? 1 : 0;
         e.seconds += std::max(p.chunk_read_seconds, compute) + p.chunk_exposed_seconds;
     }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/chunk_compute.h"
 #include "store/memory_plan.h"
 #include "weights/config.h"
 
@@ -42,12 +43,15 @@ struct Bandwidths {
     double mem_gbps = 10;        // memory read bandwidth, all cores
     double gflops = 0;           // bf16 matmul throughput for prefill (0: not measured, memory-bound)
     double attention_gflops = 0; // blocked attention at the model's widths (0: not measured, as gflops)
-    // At the model's own widths (machine_speed.h, measure_model_compute); 0: not measured, gflops.
-    double trunk_gflops = 0;     // bf16 matmuls with the model's hidden width as columns
-    double expert_gflops = 0;    // MXFP4 expert matmuls with the tokens an expert gets in a chunk
-    double kda_step_seconds = 0; // one KDA delta-rule step, one head and token (0: left out)
     double compress_ratio = 1;   // streamed trunk bytes x this (a `pack-trunk --compress` pack)
+    // At the model's own widths, product by product and stage by stage (machine_speed.h,
+    // measure_model_rates); not measured: every product at `gflops` and nothing else charged.
+    ModelRates model;
 };
+
+// The rates chunk_compute charges: b.model with b's attention and memory figures, or, where the
+// model's widths were not measured, every product at b.gflops.
+ModelRates rates_of(const Bandwidths& b);
 
 struct Projection {
     int64_t need = 0;                         // the plan's bytes
@@ -64,6 +68,7 @@ struct Projection {
     int prefill_chunk = 0;                    // tokens per prefill chunk
     int64_t chunk_expert_disk_bytes = 0;      // per chunk: the union of its tokens' experts, missed
     double chunk_compute_seconds = 0;
+    ChunkCompute chunk_stages;                // chunk_compute_seconds by stage (attention over the chunk itself included)
     double chunk_read_seconds = 0;            // trunk and expert reads of a chunk, overlapped with its compute
     double chunk_exposed_seconds = 0;         // what cannot overlap: the first batch of experts, ring stalls
     double chunk_seconds = 0;                 // max(reads, compute) + exposed
@@ -74,10 +79,9 @@ struct Projection {
 Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk);
 
 // Time to first token for a prompt of `tokens` tokens from an empty cache: its chunks in turn,
-// each costing its reads or its compute (the weights' and its MLA attention over every position
-// before it), whichever is larger, plus what cannot overlap (Projection's chunk model). The first
-// token is sampled from the last chunk's logits, so this is the whole wait. KDA layers' state
-// updates (linear in the prompt, a fraction of a percent of the weights' work) are left out.
+// each costing its reads or its compute (chunk_compute: every stage, with its MLA attention over
+// every position before it), whichever is larger, plus what cannot overlap (Projection's chunk
+// model). The first token is sampled from the last chunk's logits, so this is the whole wait.
 struct PromptEstimate {
     int64_t tokens = 0;
     int chunks = 0;
@@ -86,6 +90,7 @@ struct PromptEstimate {
     double read_seconds = 0;       // the chunks' reads
     double compute_seconds = 0;    // the chunks' compute, attention included
     int read_bound_chunks = 0;     // chunks whose reads take longer than their compute
+    ForwardStageSeconds stage_seconds{};  // the compute by stage, as the run report's forward_stage_seconds
 };
 PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens);
 

@@ -21,6 +21,7 @@
 
 #include "cli/prefill_line.h"
 #include "k3/engine.h"
+#include "k3/forward_stages.h"
 #include "k3/next_token.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
@@ -147,6 +148,7 @@ struct Outcome {
     bool have_text = false;
     Status status;
     EngineStats total;
+    ForwardStageSeconds stages{};  // the forward pass's wall time by stage (k3/forward_stages.h)
 
     double prefill_seconds() const { return steps.empty() ? 0.0 : steps[0].seconds; }
     double seconds_per_token() const {
@@ -189,6 +191,10 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
                 (unsigned long long)total.expert_requests, (unsigned long long)total.expert_hits, 100 * retention,
                 (unsigned long long)total.expert_evictions, (unsigned long long)total.expert_read_failures,
                 total.pinned_layers, double(total.ring_bytes) / 1e9);
+    std::printf("forward by stage:");
+    for (int i = 0; i < kForwardStages; ++i)
+        if (o.stages[size_t(i)] >= 5e-4) std::printf(" %s %.3f s", forward_stage_name(ForwardStage(i)), o.stages[size_t(i)]);
+    std::printf("\n");
     if (total.lookahead_predicted > 0)
         std::printf("lookahead: %.1f%% of %llu predicted experts chosen; %llu read ahead, %llu of them asked for; waited "
                     "%.3f s for experts, %.3f s for the trunk\n",
@@ -219,6 +225,10 @@ void write_report(const std::string& path, const ModelInfo& info, const Outcome&
         if (f.whole) r[f.key] = uint64_t(f.value);
         else r[f.key] = f.value;
     });
+    // Where the forward pass's time went (k3/forward_stages.h); the rest of the wall time is the
+    // sessions' and the sampler's.
+    for (int i = 0; i < kForwardStages; ++i)
+        r["forward_stage_seconds"][forward_stage_name(ForwardStage(i))] = o.stages[size_t(i)];
     r["wall_seconds"] = o.wall_seconds();
     r["io_share"] = o.io_share();
     r["read_mb_per_s"] = o.read_mb_per_s();
@@ -323,7 +333,8 @@ int run(const Args& args) {
         if (status.ok()) record(t0, s0);
     }
 
-    Outcome o{std::move(prompt), std::move(generated), std::move(steps), {}, bool(tok), status, engine->stats()};
+    Outcome o{std::move(prompt), std::move(generated), std::move(steps), {}, bool(tok), status, engine->stats(),
+              forward_stage_seconds(*engine)};
     if (tok) {
         try {
             o.text = tok->decode(o.generated);

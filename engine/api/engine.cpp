@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "api/engine_impl.h"
+#include "k3/forward_stages.h"
 #include "kernels/kernel_sets.h"
 #include "io/file.h"
 #include "store/memory_plan.h"
@@ -172,6 +173,17 @@ EngineStats EngineImpl::stats() const {
     e.prompt_cache_disk_budget = p.disk.budget;
     e.prompt_cache_disk_files = p.disk.files;
     return e;
+}
+
+ForwardStageSeconds EngineImpl::stage_seconds() const {
+    ForwardStageSeconds out{};
+    for (int i = 0; i < kForwardStages; ++i) out[size_t(i)] = model_->stage_seconds[size_t(i)].load(std::memory_order_relaxed);
+    return out;
+}
+
+ForwardStageSeconds forward_stage_seconds(const Engine& engine) {
+    const auto* impl = dynamic_cast<const EngineImpl*>(&engine);
+    return impl ? impl->stage_seconds() : ForwardStageSeconds{};
 }
 
 Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel) {

@@ -8,6 +8,7 @@
 #include "weights/checkpoint.h"
 #include "api/prompt_cache.h"
 #include "k3/engine.h"
+#include "k3/forward_stages.h"
 #include "model/model.h"
 #include "store/weight_store.h"
 #include "vision/vision_tower.h"
@@ -20,6 +21,7 @@ public:
 
     const ModelInfo& info() const override { return info_; }
     EngineStats stats() const override;
+    ForwardStageSeconds stage_seconds() const;  // k3/forward_stages.h, forward_stage_seconds
     std::unique_ptr<Session> new_session(int n_ctx) override;
     Status step(std::span<const StepItem> items) override;
     int max_step_tokens() const override { return model_->act.max_tokens; }

@@ -5,8 +5,16 @@
 #include <algorithm>
 
 #include "k3/engine.h"
+#include "k3/forward_stages.h"
 
 namespace k3 {
+
+const char* forward_stage_name(ForwardStage s) {
+    static constexpr const char* kNames[kForwardStages] = {
+        "embed",         "trunk_wait",  "residual_mix", "norms",        "kda_products", "kda_heads", "mla_products",
+        "mla_attention", "dense_mlp",   "moe_products", "routing",      "expert_wait",  "experts",   "output"};
+    return kNames[int(s)];
+}
 
 void visit_stats(const EngineStats& e, const std::function<void(const StatField&)>& visit) {
     const auto count = [&](const char* key, const char* metric, const char* type, const char* help, double v) {

@@ -27,6 +27,15 @@ void attn_res_mix(const float* const* sources, int n_sources, const float* fold,
 void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T);
 
+// One token of one KDA head: its conv channels and SiLU, L2 norms, decay and delta-rule step, from
+// the raw projections of the token (q, k, v, z rows [P], b row [H]); advances the head's part of
+// `state` (kda_state's layout) and leaves the head's output, before its norm and gate, in
+// scratch[4D..5D) (scratch: 5D floats). kda_block runs it per head and token; `plan` times it
+// (cli/token_work.h).
+void kda_head_token(const Compute& cp, const ModelConfig& c, const KdaWeights& w, int64_t h, float* state,
+                    const float* kq, const float* kk, const float* kv, const float* kz, const float* kb,
+                    float* scratch);
+
 // Undoes rejected drafts (spec decoding): with st.kda back at the captured step's start,
 // advances every KDA layer by the first n_tokens of that step from the captured recurrence
 // inputs. No weight is read; the state gets the bits the forward pass gave those tokens.
@@ -38,8 +47,18 @@ void kda_replay(Model& m, SequenceState& st, int n_tokens);
 void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T);
 
+// q_abs[j] = sum_d q_nope[d] * W_k[d][j]: W_k bf16 [nope][kv_lora] (the head's k rows of kv_b),
+// the query of one (token, head) absorbed into the latent space (mla_block; timed by `plan`).
+void mla_absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs);
+
 // Dense SiTU-GLU MLP of layers il < first_k_dense_replace: x [T][E] -> out [T][E].
 void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int T);
+
+// The router's choice for one token: top-k by repeated argmax over the corrected scores
+// scores + bias (strict >, ties to the lowest index), in selection order, into idx; weights are the
+// unbiased scores, renormalised when k > 1, times `scale`. corrected: n floats of scratch.
+void select_experts(const float* scores, const float* bias, int n, int k, bool renormalize, float scale,
+                    float* corrected, int32_t* idx, float* weight);
 
 // Latent MoE (docs/model.md "Latent MoE"): x [T][E] -> out [T][E]. Fails (IoError) if the store
 // cannot supply an expert; nothing is written to out then.

@@ -8,6 +8,7 @@ void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int 
     Activations& a = m.act;
     const int64_t E = c.hidden_size, F = c.intermediate_size;
     const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
+    const StageClock clock(m.stage_seconds, ForwardStage::DenseMlp);
     // gate, up  [T][F]
     m.compute.matmul_bf16_many({{w.gate, x, a.dgate.data(), F, E}, {w.up, x, a.dup.data(), F, E}}, T);
     // SiTU-GLU in place

@@ -22,13 +22,12 @@ inline float conv_silu(const float* w, float* hist, int KH, float cur) {
     return acc * sigmoid(acc);
 }
 
-// One token of one head: its conv channels, norms, decay and delta-rule step, from the raw
-// projections of the token (q, k, v, z rows [P], b row [H]); the head's output (before its norm
-// and gate) lands in scratch[4D..5D). Shared by the forward pass and the speculative replay, so
-// both give the same state bits.
-inline void head_token(const Compute& cp, const ModelConfig& c, const KdaWeights& w, int64_t h, float* state,
-                       const float* kq, const float* kk, const float* kv, const float* kz, const float* kb,
-                       float* scratch) {
+}  // namespace
+
+// Shared by the forward pass and the speculative replay, so both give the same state bits.
+void kda_head_token(const Compute& cp, const ModelConfig& c, const KdaWeights& w, int64_t h, float* state,
+                    const float* kq, const float* kk, const float* kv, const float* kz, const float* kb,
+                    float* scratch) {
     const int64_t P = c.kda_width(), D = c.kda_head_dim, H = c.kda_num_heads;
     const int KH = c.short_conv_kernel_size - 1, K = c.short_conv_kernel_size;
     const float lb = c.gate_lower_bound, q_scale = 1.0f / std::sqrt(float(D));
@@ -63,8 +62,6 @@ inline void head_token(const Compute& cp, const ModelConfig& c, const KdaWeights
     cp.k.kda_step(S + h * D * D, q, k, v, alpha, beta, o, int(D));
 }
 
-}  // namespace
-
 void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T) {
     const ModelConfig& c = m.cfg;
@@ -72,6 +69,7 @@ void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> s
     const Compute& cp = m.compute;
     const int64_t E = c.hidden_size, P = c.kda_width(), D = c.kda_head_dim, H = c.kda_num_heads;
     const float eps = c.rms_norm_eps;
+    StageClock clock(m.stage_seconds, ForwardStage::KdaProducts);
 
     // q, k, v, g = W x  [T][P];  z = W_fb (W_fa x)  [T][P];  b = W_b x  [T][H]
     cp.matmul_bf16_many({{w.q, x, a.kq.data(), P, E}, {w.k, x, a.kk.data(), P, E}, {w.v, x, a.kv.data(), P, E},
@@ -96,14 +94,15 @@ void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> s
 
     // heads (and sequences) are independent for the whole chunk: each work item runs one head
     // of one sequence through that sequence's tokens
+    clock.next(ForwardStage::KdaHeads);
     cp.parallel_for(int64_t(seqs.size()) * H, [&](int64_t item, int thread) {
         const SeqSpan& sq = seqs[size_t(item / H)];
         const int64_t h = item % H;
         float* scratch = a.kda_head.data() + thread * 5 * D;  // this thread's q, k, v, alpha, o
         float* o = scratch + 4 * D;
         for (int t = sq.t0; t < sq.t0 + sq.n; ++t) {
-            head_token(cp, c, w, h, sq.st->kda_state(il), &a.kq[t * P], &a.kk[t * P], &a.kv[t * P], &a.kz[t * P],
-                       &a.kb[t * H], scratch);
+            kda_head_token(cp, c, w, h, sq.st->kda_state(il), &a.kq[t * P], &a.kk[t * P], &a.kv[t * P],
+                           &a.kz[t * P], &a.kb[t * H], scratch);
             // head RMSNorm with o_norm, then the sigmoid output gate
             rmsnorm(o, w.o_norm, o, D, eps);
             for (int64_t d = 0; d < D; ++d) a.ko[t * P + h * D + d] = o[d] * sigmoid(a.kg[t * P + h * D + d]);
@@ -111,6 +110,7 @@ void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> s
     });
 
     // out = W_o o  [T][E]
+    clock.next(ForwardStage::KdaProducts);
     cp.matmul_bf16(w.o, a.ko.data(), out, E, P, T);
 }
 
@@ -126,7 +126,7 @@ void kda_replay(Model& m, SequenceState& st, int n_tokens) {
             float* scratch = m.act.kda_head.data() + thread * 5 * D;
             for (int t = 0; t < n_tokens; ++t) {
                 const float* r = in + t * row;
-                head_token(cp, c, w, h, st.kda_state(il), r, r + P, r + 2 * P, r + 3 * P, r + 4 * P, scratch);
+                kda_head_token(cp, c, w, h, st.kda_state(il), r, r + P, r + 2 * P, r + 3 * P, r + 4 * P, scratch);
             }
         });
     }

@@ -17,8 +17,9 @@ namespace {
 // Queries per attention tile at most: their scores of one key block stay on the stack.
 constexpr int64_t kMaxAttendTile = 16;
 
-// q_abs[j] = sum_d q_nope[d] * W_k[d][j]: W_k bf16 [nope][kv_lora] (the head's k rows of kv_b).
-void absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs) {
+}  // namespace
+
+void mla_absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs) {
     for (int64_t j = 0; j < kv_lora; ++j) q_abs[j] = 0.0f;
     for (int64_t d = 0; d < nope; ++d) {
         const float f = q_nope[d];
@@ -26,8 +27,6 @@ void absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_
         for (int64_t j = 0; j < kv_lora; ++j) q_abs[j] += f * bf16_to_f32(row[j]);
     }
 }
-
-}  // namespace
 
 void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T) {
@@ -38,6 +37,7 @@ void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> s
                   ROPE = c.qk_rope_head_dim, QK = NOPE + ROPE, VH = c.v_head_dim, QL = c.q_lora_rank,
                   KVL = c.kv_lora_rank, KV = KVL + ROPE;
     const float scale = 1.0f / std::sqrt(float(QK));  // over the full q/k width, nope + rope
+    StageClock clock(m.stage_seconds, ForwardStage::MlaProducts);
 
     // q = W_qb rmsnorm(W_qa x)  [T][H][nope + rope]; the low-rank norm uses eps 1e-6
     // (with the latent kv and the output gate logits, which read the same x)
@@ -63,11 +63,12 @@ void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> s
     }
 
     // the absorbed query of every (token, head): [W_k^T q_nope | q_rope]
+    clock.next(ForwardStage::MlaAttention);
     cp.parallel_for(T * H, [&](int64_t item, int) {
         const int64_t h = item % H;
         const float* q = &a.mq[item * QK];
         float* q_abs = &a.mq_abs[item * KV];
-        absorb_query(w.kv_b + h * (NOPE + VH) * KVL, q, NOPE, KVL, q_abs);
+        mla_absorb_query(w.kv_b + h * (NOPE + VH) * KVL, q, NOPE, KVL, q_abs);
         std::memcpy(q_abs + KVL, q + NOPE, sizeof(float) * size_t(ROPE));
     });
 
@@ -121,6 +122,7 @@ void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> s
     });
 
     // out = W_o o  [T][E]
+    clock.next(ForwardStage::MlaProducts);
     cp.matmul_bf16(w.o, a.mo.data(), out, E, H * VH, T);
 }
 

@@ -36,6 +36,7 @@ std::vector<float> read_vector(const Checkpoint& ckpt, const std::string& name) 
 
 // h[t] = AttnRes(blocks[t][0..n_blocks) + pref[t]) for every token of the chunk.
 void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
+    const StageClock clock(m.stage_seconds, ForwardStage::ResidualMix);
     Activations& a = m.act;
     const int64_t E = m.cfg.hidden_size;
     m.compute.parallel_for(T, [&](int64_t t, int) {
@@ -47,8 +48,16 @@ void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
 }
 
 void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
+    const StageClock clock(m.stage_seconds, ForwardStage::Norms);
     const int64_t E = m.cfg.hidden_size;
     m.compute.parallel_for(T, [&](int64_t t, int) { rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps); });
+}
+
+// pref = add (a block starts with it) or pref + add, for every token of the chunk.
+void add_residual(Model& m, const float* add, bool block_start, int T) {
+    const StageClock clock(m.stage_seconds, ForwardStage::ResidualMix);
+    float* pref = m.act.pref.data();
+    for (int64_t i = 0; i < T * m.cfg.hidden_size; ++i) pref[i] = block_start ? add[i] : pref[i] + add[i];
 }
 
 }  // namespace
@@ -102,6 +111,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
 
     // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling), one row read per token;
     // an image's position takes its projected row instead (docs/model.md "Images in the prompt")
+    StageClock clock(m.stage_seconds, ForwardStage::Embed);
     const int64_t row_bytes = E * int64_t(sizeof(uint16_t));
     int t = 0;
     for (const ForwardItem& it : items)
@@ -119,11 +129,14 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
             ++t;
         }
     trace_step(m.trace, "embed", -1, a.pref.data(), T, E);
+    clock.pause();
 
     int n_blocks = 0;
     for (int il = 0; il < c.num_hidden_layers; ++il) {
         if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
+        clock.next(ForwardStage::TrunkWait);
         const LayerLease layer(m, il);
+        clock.pause();
         if (!layer.status().ok()) return layer.status();
         const LayerWeights& w = layer.weights();
 
@@ -134,8 +147,10 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         // at a block boundary, snapshot the running residual; the new block starts empty
         const bool block_start = il % c.attn_res_block_size == 0;
         if (block_start) {
+            clock.next(ForwardStage::ResidualMix);
             for (int r = 0; r < T; ++r)
                 std::copy_n(&a.pref[r * E], E, &a.blocks[(size_t(r) * a.n_blocks_max + n_blocks) * E]);
+            clock.pause();
             ++n_blocks;
         }
         // attention rmsnorm
@@ -147,7 +162,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
             kda_block(m, w.kda, il, seqs, a.x.data(), a.out.data(), T);
         trace_step(m.trace, "attn_out", il, a.out.data(), T, E);
         // residual: pref = attn (new block) or pref + attn
-        for (int64_t i = 0; i < T * E; ++i) a.pref[i] = block_start ? a.out[i] : a.pref[i] + a.out[i];
+        add_residual(m, a.out.data(), block_start, T);
         // pre-MLP mix (a snapshot always exists here: layer 0 is a block start)
         mix_residuals(m, n_blocks, w.fold_mlp, a.h.data(), T);
         trace_step(m.trace, "ffn_in", il, a.h.data(), T, E);
@@ -161,7 +176,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         }
         trace_step(m.trace, c.is_dense(il) ? "mlp_out" : "moe_out", il, a.out.data(), T, E);
         // residual
-        for (int64_t i = 0; i < T * E; ++i) a.pref[i] += a.out[i];
+        add_residual(m, a.out.data(), false, T);
         trace_step(m.trace, "out", il, a.pref.data(), T, E);
         m.layers_evaluated.fetch_add(1, std::memory_order_relaxed);
     }
@@ -176,6 +191,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
             out_rows.push_back(r);
     }
     if (out_rows.empty()) return Status::Ok();
+    clock.next(ForwardStage::Output);
     const int n_out = int(out_rows.size());
     m.compute.parallel_for(n_out, [&](int64_t i, int) {
         const int r = out_rows[size_t(i)];

@@ -11,6 +11,7 @@
 #include "weights/checkpoint.h"
 #include "model/compute.h"
 #include "k3/status.h"
+#include "model/stage_clock.h"
 #include "model/state.h"
 #include "model/trace.h"
 #include "util/aligned_bytes.h"
@@ -57,6 +58,10 @@ struct Model {
     // chose; reads go ahead on a resident trunk only while the share stays high.
     uint64_t lookahead_predicted = 0;
     uint64_t lookahead_confirmed = 0;
+
+    // Wall seconds of the forward pass by stage since load (stage_clock.h; the run report's
+    // forward_stage_seconds).
+    StageSums stage_seconds{};
 };
 
 // One sequence's part of a forward chunk: its tokens (evaluated at positions st->n_past...) and

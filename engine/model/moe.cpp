@@ -16,10 +16,6 @@
 
 namespace k3 {
 
-namespace {
-
-// Top-k by repeated argmax over the corrected scores (strict >, ties to the lowest index), in
-// selection order; weights are the unbiased scores, renormalised when k > 1, times `scale`.
 void select_experts(const float* scores, const float* bias, int n, int k, bool renormalize, float scale,
                     float* corrected, int32_t* idx, float* weight) {
     for (int e = 0; e < n; ++e) corrected[e] = scores[e] + bias[e];
@@ -39,6 +35,8 @@ void select_experts(const float* scores, const float* bias, int n, int k, bool r
     }
     for (int j = 0; j < k; ++j) weight[j] *= scale;
 }
+
+namespace {
 
 // Rows per work item so that experts x row blocks give every thread several items.
 // Whole experts when there are enough of them, else blocks Compute can scatter.
@@ -165,6 +163,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     const Compute& cp = m.compute;
     const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
     const int NE = c.num_experts, K = c.num_experts_per_token;
+    StageClock clock(m.stage_seconds, ForwardStage::MoeProducts);
 
     // router logits [T][n_expert], latent input z = W_down x [T][L], shared experts' gate and up
     // [T][SI]: all read the same x
@@ -176,6 +175,7 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
         cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E}}, T);
 
     // s = sigmoid(logits); top-k per token
+    clock.next(ForwardStage::Routing);
     for (int t = 0; t < T; ++t) {
         float* s = &a.router[size_t(t) * NE];
         for (int e = 0; e < NE; ++e) s[e] = sigmoid(s[e]);
@@ -209,9 +209,11 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
     const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
     for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
         const int nb = std::min(per_acquire, n_union - b0);
+        clock.next(ForwardStage::ExpertWait);
         Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
                                             a.expert_runs.data());
         if (!st.ok()) return st;
+        clock.next(ForwardStage::Routing);
         if (b0 + nb < n_union) {
             const int next_nb = std::min(per_acquire, n_union - b0 - nb);
             m.store.prefetch_experts(il, std::span<const int32_t>(&a.union_ids[b0 + nb], size_t(next_nb)));
@@ -220,9 +222,11 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
             look_ahead(m, il, x, T);
             prefetch_next_layer(m, il, T, n_union);
         }
+        clock.next(ForwardStage::Experts);
         run_experts(m, il, b0, nb);
         m.store.release_experts(il);
     }
+    clock.next(ForwardStage::MoeProducts);
 
     // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [T][L]
     cp.parallel_for(T, [&](int64_t t, int) {

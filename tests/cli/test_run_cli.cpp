@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/daemon.h"
+#include "k3/forward_stages.h"
 #include "kernels/kernels.h"
 #include "model/golden_tolerance.h"
 #include "model/model_test_util.h"
@@ -104,6 +105,40 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
     if (k3::neon_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels neon").code == 2);
     if (k3::avx2_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels avx2").code == 2);
     CHECK(run(model + " --ids 1," + std::to_string(V) + " --gen 1").code == 1);  // id outside the vocabulary
+}
+
+TEST_CASE("k3serve run: the report's forward_stage_seconds name every stage and account for the forward pass") {
+    // tiny has every kind of layer: dense, KDA, MLA, MoE (k3/forward_stages.h)
+    const std::string model = cached_model("tiny", 7);
+    const std::string tmp = scratch_dir("run_cli_stages").string() + "/";
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 200; ++i) prompt.push_back(1 + (i * 37) % 500);
+    const std::string ids = join(prompt, ",");
+    const Result r = run(model + " --ids " + ids + " --gen 3 --report " + tmp + "report.json");
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("forward by stage:") != std::string::npos);
+    std::ifstream rf(tmp + "report.json");
+    REQUIRE(rf);
+    const nlohmann::json rep = nlohmann::json::parse(rf);
+    REQUIRE(rep.contains("forward_stage_seconds"));
+    const nlohmann::json& st = rep.at("forward_stage_seconds");
+    CHECK(st.size() == size_t(k3::kForwardStages));
+    double sum = 0;
+    for (int i = 0; i < k3::kForwardStages; ++i) {
+        const char* name = k3::forward_stage_name(k3::ForwardStage(i));
+        REQUIRE_MESSAGE(st.contains(name), name);
+        CHECK(st.at(name).get<double>() >= 0);
+        sum += st.at(name).get<double>();
+    }
+    // the stages every layer kind runs took time (a stage left without its clock would stay 0)
+    for (const char* name : {"residual_mix", "norms", "kda_products", "kda_heads", "mla_products", "mla_attention",
+                             "dense_mlp", "moe_products", "routing", "experts", "output"})
+        CHECK_MESSAGE(st.at(name).get<double>() > 0, name);
+    // they are parts of the forward pass (compute + waiting on reads), and cover nearly all of it:
+    // only the few instructions between one clock and the next are left out
+    const double forward = rep.at("compute_seconds").get<double>() + rep.at("io_seconds").get<double>();
+    CHECK(sum <= forward * (1 + 1e-9) + 1e-6);
+    CHECK(sum >= 0.8 * forward);
 }
 
 TEST_CASE("k3serve run: a damaged vision tower is refused by name; --no-vision serves the text without it") {
