@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Hostile and careless clients at once against a running daemon (loopback only, bounded).
 
-  load_hardening.py --port P [--streams 64] [--dribblers 64] [--idle 64] [--requests 2]
-                    [--max-tokens 16] [--duration 0] [--time-limit 600]
+  load_hardening.py --port P [--streams 64] [--dribblers 64] [--idle 64] [--silent 0]
+                    [--requests 2] [--max-tokens 16] [--duration 0] [--time-limit 600]
 
 * streams: clients that each run --requests streamed chat completions one after another (or, with
   --duration S, keep going for S seconds). Each must either finish ([DONE] after a finish_reason)
@@ -11,6 +11,9 @@
   (slowloris); when the daemon answers (408) and closes, they reconnect and start over.
 * idle: keep-alive connections that send one request, then sit idle like an SDK's pool; when the
   daemon closes one, it reconnects and does it again.
+* silent: an idle flood of connections that never send a byte, from four loopback addresses
+  (127.0.0.2-5, as other clients would); when the daemon closes one (its first-byte deadline, or
+  to make room), it connects again.
 * a /health probe on a fresh connection every 250 ms: each must answer 200 within 1 s.
 
 Prints a summary (and JSON with --json PATH). Exit code 1 when a generation ended any other way,
@@ -46,6 +49,7 @@ class Stats:
         self.health_failures = 0
         self.dribbler_answers = {}
         self.idle_reconnects = 0
+        self.silent_reconnects = 0
 
 
 async def read_head(reader):
@@ -172,6 +176,16 @@ async def dribbler(port, stats, stop):
             await asyncio.sleep(0.5)
 
 
+async def until_closed(reader, stop):
+    """Waits until the daemon closes the connection or the run ends."""
+    while not stop.is_set():
+        try:
+            if not await asyncio.wait_for(reader.read(1), timeout=1.0):
+                return
+        except asyncio.TimeoutError:
+            pass
+
+
 async def idler(port, stats, stop):
     while not stop.is_set():
         try:
@@ -181,15 +195,20 @@ async def idler(port, stats, stop):
             status, headers = await read_head(reader)
             await read_body(reader, headers)
             # Idle until the daemon closes it (its keep-alive timeout) or the run ends.
-            while not stop.is_set():
-                try:
-                    data = await asyncio.wait_for(reader.read(1), timeout=1.0)
-                    if not data:
-                        break
-                except asyncio.TimeoutError:
-                    pass
+            await until_closed(reader, stop)
             writer.close()
             stats.idle_reconnects += 1
+        except (ConnectionError, OSError):
+            await asyncio.sleep(0.5)
+
+
+async def silent(port, i, stats, stop):
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(HOST, port, local_addr=(f"127.0.0.{2 + i % 4}", 0))
+            await until_closed(reader, stop)
+            writer.close()
+            stats.silent_reconnects += 1
         except (ConnectionError, OSError):
             await asyncio.sleep(0.5)
 
@@ -219,6 +238,7 @@ async def main():
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--dribblers", type=int, default=64)
     ap.add_argument("--idle", type=int, default=64)
+    ap.add_argument("--silent", type=int, default=0)
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--duration", type=float, default=0, help="seconds of continuous load instead of --requests")
@@ -231,6 +251,7 @@ async def main():
     t0 = time.monotonic()
     background = [asyncio.create_task(dribbler(args.port, stats, stop)) for _ in range(args.dribblers)]
     background += [asyncio.create_task(idler(args.port, stats, stop)) for _ in range(args.idle)]
+    background += [asyncio.create_task(silent(args.port, i, stats, stop)) for i in range(args.silent)]
     background.append(asyncio.create_task(health_probe(args.port, stats, stop)))
     await asyncio.sleep(1.0)  # let the slow clients take their places first
     stop_at = time.monotonic() + args.duration
@@ -246,7 +267,7 @@ async def main():
     summary = {
         "elapsed_s": round(elapsed, 1),
         "load_average": os.getloadavg(),
-        "streams": args.streams, "dribblers": args.dribblers, "idle": args.idle,
+        "streams": args.streams, "dribblers": args.dribblers, "idle": args.idle, "silent": args.silent,
         "completed": stats.completed, "refused_503": stats.refused,
         "refused_without_retry_after": stats.refused_without_retry_after,
         "failed": len(stats.failed), "failures": stats.failed[:10],
@@ -255,6 +276,7 @@ async def main():
         "health_max_ms": round(max(stats.health_ms), 1) if stats.health_ms else None,
         "health_p99_ms": round(percentile(stats.health_ms, 99), 1),
         "dribbler_answers": stats.dribbler_answers, "idle_reconnects": stats.idle_reconnects,
+        "silent_reconnects": stats.silent_reconnects,
     }
     print(json.dumps(summary, indent=1))
     if args.json:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Normal clients' token rate beside one slow reader and beside an idle flood, against the demo
-# model (or MODEL_DIR) on loopback: beside a reader that stopped reading, their median rate must
-# stay within 20% of their rate beside the same request read normally, and beside an idle flood
-# within 20% of their rate alone. Prints the rates, their ratios and the load average.
+# Normal clients' token rate beside one slow reader and beside an idle flood (600 silent sockets
+# and 200 slow request heads from four loopback addresses, kept standing), against the demo model
+# (or MODEL_DIR) on loopback: beside a reader that stopped reading, every client's rate must stay
+# within 20% of its rate beside the same request read normally, and beside the flood within 20%
+# of its rate alone. Prints the rates, the ratios (the worst client's too) and the load average.
 #   tests/bench/load_slow_reader.sh [MODEL_DIR] [load_slow_reader.py flags, e.g. --rounds 5]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

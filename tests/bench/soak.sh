@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Soak: steady mixed load (streams, dribblers, idle keep-alives) for SECONDS against the demo
+# Soak: steady mixed load (streams, dribblers, idle keep-alives, an idle flood of 256 silent
+# sockets from four loopback addresses) for SECONDS against the demo
 # model, sampling the daemon's RSS, thread count and prompt cache size every 10 s into a CSV.
 # After the warm-up (the first 10% of the run, at least 60 s) the RSS less the prompt cache and
 # the thread count must stay within 5% of their post-warm-up value. The prompt cache (the
@@ -19,7 +20,7 @@ shift $(( $# < 3 ? $# : 3 ))
 trap 'stop_daemon; kill $load_pid 2>/dev/null || true' EXIT
 start_daemon "$model" --log-level warn "$@"
 echo "soak: ${seconds} s on $model (pid $DAEMON_PID, port $DAEMON_PORT), samples in $csv"
-python3 tests/bench/load_hardening.py --port "$DAEMON_PORT" --streams 8 --dribblers 16 --idle 16 \
+python3 tests/bench/load_hardening.py --port "$DAEMON_PORT" --streams 8 --dribblers 16 --idle 16 --silent 256 \
   --max-tokens 24 --duration "$seconds" --time-limit $((seconds + 300)) --json "$csv.load.json" >"$csv.load.log" 2>&1 &
 load_pid=$!
 echo "t_s,rss_kb,threads,fds,load1,prompt_cache_kb,rss_less_cache_kb,prompt_cache_budget_kb" >"$csv"

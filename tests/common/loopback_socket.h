@@ -17,10 +17,21 @@ namespace k3::test {
 class LoopbackSocket {
 public:
     // receive_buffer > 0 shrinks the kernel's receive buffer before connecting, so that a client
-    // that stops reading holds little in flight.
-    explicit LoopbackSocket(int port, int receive_buffer = 0) {
+    // that stops reading holds little in flight. `from` is the source address, another of
+    // 127.0.0.0/8 to stand for another client (the daemon caps connections per address).
+    explicit LoopbackSocket(int port, int receive_buffer = 0, const char* from = nullptr) {
         fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+        if (from) {
+            sockaddr_in local{};
+            local.sin_family = AF_INET;
+            ::inet_pton(AF_INET, from, &local.sin_addr);
+            if (::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+                ::close(fd_);
+                fd_ = -1;
+                return;
+            }
+        }
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_port = htons(uint16_t(port));

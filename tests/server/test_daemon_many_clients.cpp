@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "common/daemon.h"
 #include "common/loopback_socket.h"
@@ -167,4 +168,61 @@ TEST_CASE("tiny model: at the total cap with nobody idle, /health and /metrics a
         auto r = c.Get("/metrics");
         return r && r->body.find("k3serve:http_connections_closed_total{reason=\"first_byte_deadline\"} 1") != std::string::npos;
     }));
+}
+
+// The load run's idle flood as states (tests/bench/load_slow_reader.py measures the rates): a
+// flood of sockets from several addresses, most silent and some with half a head, held beside
+// normal traffic, costs the normal clients nothing they can see: their streams run to their end,
+// /health answers, and the flood is still there afterwards (nothing had to be closed for them).
+TEST_CASE("tiny model: an idle flood beside normal traffic: 400 silent and half-head sockets from four addresses stay while two streams finish and /health answers") {
+    std::string model = cached_model("tiny");
+    // Deadlines of an hour: only the caps could close the flood, and 400 sockets from four
+    // addresses are under both (1024 in total, 256 an address).
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--draft-max", "0",
+                     "--first-byte-timeout-s", "3600", "--header-timeout-s", "3600"});
+    auto c = d.client();
+    const char* addresses[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+    const int flood_size = 400;
+    std::vector<std::unique_ptr<LoopbackSocket>> flood;
+    for (int i = 0; i < flood_size; ++i) {
+        flood.push_back(std::make_unique<LoopbackSocket>(d.port(), 0, addresses[i % 4]));
+        REQUIRE(flood.back()->ok());
+        if (i % 4 == 3) REQUIRE(flood.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+    }
+    REQUIRE(eventually([&] { return metric(c, "k3serve:http_connections_open") >= flood_size; }));
+
+    const int tokens = 256;
+    struct Answer {
+        int status = -1;
+        std::string body;
+    };
+    std::vector<Answer> results(2);
+    std::vector<std::thread> streams;
+    for (size_t k = 0; k < results.size(); ++k)
+        streams.emplace_back([&, k] {
+            auto sc = d.client();
+            const json request = {{"prompt", k ? "a" : "b"}, {"max_tokens", tokens}, {"stream", true},
+                                  {"ignore_eos", true}, {"stream_options", {{"include_usage", true}}}};
+            if (auto r = sc.Post("/v1/completions", request.dump(), "application/json")) results[k] = {r->status, r->body};
+        });
+    auto health = c.Get("/health");
+    REQUIRE(health);
+    CHECK(health->status == 200);
+    for (auto& t : streams) t.join();
+    for (const auto& r : results) {
+        REQUIRE(r.status == 200);
+        auto [n, finish] = stream_usage(r.body);
+        CHECK(n == tokens);
+        CHECK(finish == "length");
+    }
+    // The flood is still held: nothing was closed to make room.
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    INFO(m->body);
+    CHECK(metric(c, "k3serve:http_connections_open") >= flood_size);
+    CHECK(m->body.find("k3serve:http_connections_closed_total{reason=\"evicted_idle\"} 0\n") != std::string::npos);
+    CHECK(m->body.find("k3serve:http_connections_closed_total{reason=\"refused_total\"} 0\n") != std::string::npos);
+    // A half-sent head, finished, is served.
+    REQUIRE(flood[3]->send("\r\n"));
+    CHECK(LoopbackSocket::status_of(flood[3]->read_until("\r\n\r\n")) == 200);
 }
