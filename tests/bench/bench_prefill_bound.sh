@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A streamed prefill against its own bounds (docs/performance.md, "Prefill pipeline"): k3-mini with
+# the trunk streamed (--trunk-gb 0.3) and a 0.1 GB expert cache, a prompt of N tokens in one chunk,
+# against the larger of
+#   its read time: the bytes the run report says it read, at the disk's speed measured by `k3serve
+#     plan` on the model's files just before (the trunk at the sequential figure, the experts at the
+#     expert-sized random one: the engine's two read patterns), and
+#   its compute time: the same prompt with every weight resident, in the same run;
+# the issue asks for at most 1.15x, and for the run report's time waiting on reads (trunk and
+# experts) at most 2% of the prefill. The first generated id must be the same both ways.
+#
+#   bash tests/bench/bench_prefill_bound.sh K3_MINI_DIR [THIS_K3SERVE]
+#
+# K3_MINI_DIR from `k3serve make-model DIR --preset k3-mini`. K3_BENCH_TOKENS (default "512 2048")
+# lists the prompt lengths. The streamed run goes first, then the resident one, length by length,
+# each its own process; the load average is printed with every row (a shared machine: compare
+# within a row).
+set -euo pipefail
+model=${1:?usage: $0 K3_MINI_DIR [THIS_K3SERVE]}
+this=${2:-$(dirname "$0")/../../build/k3serve}
+work=${K3_BENCH_DIR:-/tmp/k3-bench-prefill-bound}
+threads=${K3_BENCH_THREADS:-2}
+streamed=(--trunk-gb 0.3 --cache-gb 0.1)
+mkdir -p "$work"
+ids_of() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(1 + (i * 37) % 4000) for i in range(n)))" "$1"; }
+
+# One prefill in one chunk (--prefill-mb 4000: up to about 8,000 tokens of k3-mini); the report in $work/report-TAG.json.
+prefill() {
+  local n=$1 tag=$2; shift 2
+  "$this" run "$model" --ids "$(ids_of "$n")" --gen 1 --threads "$threads" --prefill-mb 4000 \
+    --report "$work/report-$tag.json" "$@" > "$work/out-$tag.txt" 2>&1
+}
+
+echo "streamed prefill against its bounds, $model ($(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg), $threads threads)"
+fail=0
+for n in ${K3_BENCH_TOKENS:-512 2048}; do
+  # the disk, read the engine's two ways, on the model's files
+  "$this" plan "$model" "${streamed[@]}" --seconds 2 > "$work/plan-$n.txt" 2>&1
+  read -r seq_gbps expert_gbps < <(sed -n 's/.*machine: disk \([0-9.]*\) GB\/s sequential, \([0-9.]*\) GB\/s expert reads.*/\1 \2/p' "$work/plan-$n.txt")
+  [ -n "${expert_gbps:-}" ] || { echo "  FAIL: no disk figures in plan's output:"; cat "$work/plan-$n.txt"; exit 1; }
+  load_s=$(cut -d' ' -f1 /proc/loadavg)
+  prefill "$n" "streamed-$n" "${streamed[@]}"
+  load_r=$(cut -d' ' -f1 /proc/loadavg)
+  prefill "$n" "resident-$n"
+  python3 - "$work/report-streamed-$n.json" "$work/report-resident-$n.json" "$seq_gbps" "$expert_gbps" "$n" "$load_s" "$load_r" <<'PY' || fail=1
+import json, sys
+s, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+seq, rnd, n, load_s, load_r = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+prefill, compute = s['prefill_seconds'], r['prefill_seconds']
+trunk, experts = s['trunk_bytes_read'] / 1e9, s['expert_bytes_read'] / 1e9
+read = trunk / seq + experts / rnd
+wait = s.get('trunk_wait_seconds', 0) + s.get('expert_wait_seconds', 0)
+bound = max(read, compute)
+ratio, share = prefill / bound, wait / prefill
+print(f"  {n:5d} tokens: streamed {prefill:7.2f} s (load {load_s}); reads {trunk:.2f} + {experts:.2f} GB at {seq:.2f} / {rnd:.2f} GB/s = {read:6.2f} s; "
+      f"resident {compute:7.2f} s (load {load_r})")
+print(f"               streamed / max(reads, compute) = {ratio:.2f}x (at most 1.15x: {'yes' if ratio <= 1.15 else 'no'}); "
+      f"waiting on reads {wait:.2f} s = {100 * share:.1f}% of the prefill (at most 2%: {'yes' if share <= 0.02 else 'no'})")
+st = s.get('forward_stage_seconds', {}); rt = r.get('forward_stage_seconds', {})
+rows = [k for k, v in sorted(st.items(), key=lambda kv: -kv[1]) if v >= 0.03 * prefill]
+print("               by stage, streamed/resident s: " + ", ".join(f"{k} {st[k]:.2f}/{rt.get(k, 0):.2f}" for k in rows))
+if s['generated_ids'][:1] != r['generated_ids'][:1]:
+    print(f"  FAIL: first ids differ: streamed {s['generated_ids'][:1]}, resident {r['generated_ids'][:1]}")
+    sys.exit(1)
+PY
+done
+echo "  load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $fail
