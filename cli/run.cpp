@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "cli/prefill_line.h"
+#include "k3/chat.h"
 #include "k3/engine.h"
 #include "k3/forward_stages.h"
+#include "k3/xtml.h"
 #include "k3/next_token.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
@@ -41,6 +43,9 @@ constexpr const char* kUsage =
     "  --ids LIST           prompt as comma-separated token ids\n"
     "  --prompt TEXT        prompt text (encoded with the model's tokenizer, no special tokens)\n"
     "  --prompt-file PATH   prompt text read from a file (use this for non-ASCII text)\n"
+    "  --image PATH         a PNG or JPEG (repeatable; needs --prompt or --prompt-file): the prompt becomes\n"
+    "                       one user chat turn, the images then the text, and the generation prompt\n"
+    "                       (docs/model.md 'Images in the prompt')\n"
     "  --gen N              tokens to generate (default 8)\n"
     "  --threads N          compute threads (default: physical cores)\n"
     "  --kernels NAME       force a kernel set: scalar, avx2, avx512, neon (default: best for this CPU)\n"
@@ -69,6 +74,7 @@ struct Args {
     int threads = 0;
     int ctx = 0;
     std::string kernels, dump_logits, report;
+    std::vector<std::string> images;
     bool vision = true;
     MemoryOptions memory;
 };
@@ -115,10 +121,14 @@ Args parse_args(ArgList& args) {
         else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
         else if (args.is("--no-lookahead")) a.memory.lookahead = false;
         else if (args.is("--no-vision")) a.vision = false;
+        else if (args.is("--image")) a.images.push_back(args.value());
         else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
     if (a.have_ids == a.have_prompt) throw Error(ErrorKind::Usage, "give exactly one of --ids, --prompt, --prompt-file");
+    if (!a.images.empty() && !a.have_prompt)
+        throw Error(ErrorKind::Usage, "--image needs --prompt or --prompt-file (the text of the user turn)");
+    if (!a.images.empty() && !a.vision) throw Error(ErrorKind::Usage, "--image cannot be combined with --no-vision");
     return a;
 }
 
@@ -260,6 +270,34 @@ Status evaluate_prompt(Engine& engine, Session& session, std::span<const int32_t
     return Status::Ok();
 }
 
+// --image: one user turn of the images (in order, before the text) and the prompt text, with
+// the generation prompt; each image's pad becomes its rows.
+ExpandedPrompt image_chat_prompt(const Args& args, const Tokenizer& tok, const ModelInfo& info) {
+    if (!info.vision)
+        throw Error(ErrorKind::Usage, "--image: this model has no vision tower (a text-only checkpoint)");
+    std::vector<std::shared_ptr<const PreparedImage>> images;
+    ChatMessage user;
+    user.role = "user";
+    user.content = args.prompt;
+    for (const std::string& path : args.images) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) throw Error(ErrorKind::Usage, "cannot read --image " + path);
+        const std::string bytes(std::istreambuf_iterator<char>(in), {});
+        try {
+            images.push_back(std::make_shared<const PreparedImage>(
+                prepare_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()))));
+        } catch (const Error& e) {
+            throw Error(ErrorKind::Usage, "--image " + path + ": " + e.what());
+        }
+        const ImageGeometry& g = images.back()->geometry;
+        user.images.push_back({0, g.width, g.height});
+        std::printf("image %s: %dx%d, %lld rows\n", path.c_str(), g.width, g.height, (long long)g.rows());
+    }
+    const std::vector<ChatMessage> messages = {user};
+    const std::vector<int32_t> rendered = render_chat(tok, messages, ChatOptions{});
+    return expand_image_pads(rendered, *tok.special_id(xtml::kMediaPad), images, info.n_vocab);
+}
+
 int run(const Args& args) {
     EngineOptions opt;
     opt.model_dir = args.model_dir;
@@ -284,13 +322,21 @@ int run(const Args& args) {
         }
     }
     std::vector<int32_t> prompt = args.ids;
+    std::vector<PromptImage> images;
     if (args.have_prompt) {
         if (!tok) throw Error(ErrorKind::Usage, "--prompt needs a tokenizer (tiktoken.model) in " + args.model_dir);
-        prompt = tok->encode(args.prompt, /*allow_special=*/false);
+        if (!args.images.empty()) {
+            ExpandedPrompt chat = image_chat_prompt(args, *tok, info);
+            prompt = std::move(chat.ids);
+            images = std::move(chat.images);
+        } else {
+            prompt = tok->encode(args.prompt, /*allow_special=*/false);
+        }
         if (prompt.empty()) throw Error(ErrorKind::Usage, "the prompt encodes to no tokens");
     }
     const int n_ctx = args.ctx > 0 ? args.ctx : int(prompt.size()) + std::max(args.gen, 1);
     auto session = engine->new_session(n_ctx);
+    session->set_prompt_images(std::move(images));
     const CancelFlag cancel{false};
 
     std::vector<Step> steps;

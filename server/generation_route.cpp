@@ -76,6 +76,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     auto job = std::make_shared<Job>();
     job->id = state_.next_job_id++;
     job->prompt = std::move(g.prompt);
+    job->images = std::move(g.images);
     job->params = std::move(g.params);
     job->cache_partition = prompt_cache_partition(config(), req);
     std::optional<Clock::time_point> deadline;

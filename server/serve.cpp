@@ -116,6 +116,10 @@ ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
     limits.strict_model_name = config.strict_model_name;
     limits.new_turn_tool_required = config.new_turn_tool_choice == "required";
     limits.n_vocab = info.n_vocab;
+    limits.images.vision = info.vision;
+    limits.images.per_image.max_bytes = config.image_max_bytes;
+    limits.images.per_image.max_pixels = config.image_max_pixels;
+    limits.images.max_images = config.images_per_request;
     if (config.n_ctx > info.n_ctx_max)
         throw Error(ErrorKind::Usage, "--n-ctx " + std::to_string(config.n_ctx) + " exceeds the model's maximum context of " +
                                           std::to_string(info.n_ctx_max) + " tokens");

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "anthropic/messages.h"
+#include "k3/xtml.h"
 #include "openai/fields.h"
+#include "openai/request.h"
 #include "route_reply.h"
 
 namespace k3::server {
@@ -16,9 +18,37 @@ void TokenRoutes::count_tokens(const httplib::Request& req, httplib::Response& r
     send_json(res, 200, {{"input_tokens", count_message_tokens(body, *state_.tokenizer, state_.limits)}});
 }
 
+namespace {
+
+// /tokenize of a chat ({"messages": [...]}, as /v1/chat/completions takes them): the prompt the
+// model would evaluate, each image's rows shown as that many <|media_pad|> ids (row ids are no
+// tokens) and listed under "images" (docs/api.md "Images").
+json tokenize_chat(const json& body, const Tokenizer& tok, const ModelLimits& limits, bool pieces) {
+    json chat = body;
+    chat.erase("with_pieces");
+    GenerationRequest g = parse_chat_request(chat, tok, limits);
+    const int32_t pad = tok.special_id(xtml::kMediaPad).value_or(-1);
+    json tokens = json::array(), images = json::array();
+    for (int32_t id : g.prompt) {
+        const int32_t shown = is_image_row_id(id, limits.n_vocab) ? pad : id;
+        if (pieces) tokens.push_back({{"id", shown}, {"piece", std::string(tok.token_bytes(shown))}});
+        else tokens.push_back(shown);
+    }
+    for (const PromptImage& im : g.images) images.push_back({{"position", im.position}, {"rows", im.rows}});
+    return {{"tokens", tokens}, {"count", g.prompt.size()}, {"images", images}};
+}
+
+}  // namespace
+
 void TokenRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
     json body = parse_json_body(req.body, json_limits(state_)).value;
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
+    if (body.contains("messages")) {
+        IgnoredFields ignored;
+        IgnoredFieldsScope scope(ignored);
+        send_json(res, 200, tokenize_chat(body, *state_.tokenizer, state_.limits, body.value("with_pieces", false)));
+        return;
+    }
     const json* text = body.contains("content") ? &body["content"] : body.contains("prompt") ? &body["prompt"] : nullptr;
     if (!text || !text->is_string()) throw bad_request("content", "'content' must be a string", "invalid_type");
     // Bounded like a prompt: an answer with pieces is ~20x its text, so 4 MiB of text was

@@ -28,7 +28,7 @@ std::string block_text(const json& content, const std::string& where) {
             if (!text.empty()) text += "\n";
             text += string_field(b, "text", at + ".text");
         } else if (type == "image" || type == "document") {
-            throw bad_request(at + ".type", "'" + type + "' blocks are not supported: this server takes text only",
+            throw bad_request(at + ".type", "'" + type + "' blocks are not supported here (images only in a user message's content)",
                               "unsupported_content");
         } else {
             note_ignored_field(at + "(" + type + ")");
@@ -62,6 +62,11 @@ void translate_message(const json& m, size_t index, json& out) {
     if (!content->is_array()) throw bad_request(where + ".content", "'" + where + ".content' must be a string or an array of blocks", "invalid_type");
     std::string text, reasoning;
     json calls = json::array();
+    json parts = json::array();  // a user turn with images: its text and images in order (chat parts)
+    auto flush_text = [&] {
+        if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
+        text.clear();
+    };
     for (size_t j = 0; j < content->size(); ++j) {
         const json& b = (*content)[j];
         std::string at = where + ".content[" + std::to_string(j) + "]";
@@ -96,8 +101,31 @@ void translate_message(const json& m, size_t index, json& out) {
             reasoning += thinking;
         } else if (type == "redacted_thinking" && role == "assistant") {
             check_keys(b, {"type", "data"}, at);  // another server's encrypted reasoning: nothing to render
-        } else if (type == "image" || type == "document") {
-            throw bad_request(at + ".type", "'" + type + "' blocks are not supported: this server takes text only",
+        } else if (type == "image" && role == "user") {
+            // {"source": {"type": "base64", "media_type": "image/png", "data": "..."}}: the chat
+            // API's data: URL (docs/api.md "Images")
+            check_keys(b, {"type", "source", "cache_control"}, at);
+            const json* source = field(b, "source");
+            if (!source || !source->is_object())
+                throw bad_request(at + ".source", "'" + at + ".source' must be an object", "invalid_type");
+            const std::string source_type = string_field(*source, "type", at + ".source.type");
+            if (source_type == "url")
+                throw bad_request(at + ".source", "remote image URLs are not fetched (the daemon fetches nothing): send the image "
+                                                  "as a base64 source",
+                                  "image_url_not_supported");
+            if (source_type != "base64")
+                throw bad_request(at + ".source.type", "image sources of type '" + source_type + "' are not supported (base64)",
+                                  "image_url_not_supported");
+            check_keys(*source, {"type", "media_type", "data"}, at + ".source");
+            flush_text();
+            parts.push_back({{"type", "image_url"},
+                             {"image_url",
+                              {{"url", "data:" + string_field(*source, "media_type", at + ".source.media_type") + ";base64," +
+                                           string_field(*source, "data", at + ".source.data")}}}});
+        } else if (type == "image") {
+            throw bad_request(at + ".type", "images are only accepted in user messages", "unsupported_content");
+        } else if (type == "document") {
+            throw bad_request(at + ".type", "'document' blocks are not supported: this server takes text and images",
                               "unsupported_content");
         } else if (type == "tool_result" || type == "tool_use" || type == "thinking") {
             throw bad_request(at + ".type", "a '" + type + "' block cannot be in a " + role + " turn");
@@ -110,6 +138,9 @@ void translate_message(const json& m, size_t index, json& out) {
         if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
         if (!calls.empty()) msg["tool_calls"] = calls;
         out.push_back(std::move(msg));
+    } else if (!parts.empty()) {
+        flush_text();
+        out.push_back({{"role", "user"}, {"content", parts}});
     } else if (!text.empty() || out.empty() || out.back()["role"] != "tool") {
         out.push_back({{"role", "user"}, {"content", text}});
     }

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "anthropic/messages.h"
+#include "openai/base64.h"
 #include "http/sse.h"
 #include "k3/fnv1a.h"
 
@@ -182,44 +183,6 @@ private:
 
 // --- the signature: "k3s1." + base64(text) + "." + 16 hex digits of FNV-1a over the text -----
 
-const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64(const std::string& in) {
-    std::string out;
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        uint32_t v = uint32_t((unsigned char)in[i]) << 16 | uint32_t((unsigned char)in[i + 1]) << 8 | (unsigned char)in[i + 2];
-        for (int s = 18; s >= 0; s -= 6) out += kBase64[(v >> s) & 63];
-    }
-    if (i < in.size()) {
-        uint32_t v = uint32_t((unsigned char)in[i]) << 16;
-        if (i + 1 < in.size()) v |= uint32_t((unsigned char)in[i + 1]) << 8;
-        out += kBase64[(v >> 18) & 63];
-        out += kBase64[(v >> 12) & 63];
-        out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
-        out += '=';
-    }
-    return out;
-}
-
-std::optional<std::string> unbase64(std::string_view in) {
-    std::string out;
-    uint32_t v = 0;
-    int bits = 0;
-    for (char ch : in) {
-        if (ch == '=') break;
-        const char* p = std::strchr(kBase64, ch);
-        if (!p || ch == '\0') return std::nullopt;
-        v = v << 6 | uint32_t(p - kBase64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out += char((v >> bits) & 0xff);
-        }
-    }
-    return out;
-}
-
 std::string fnv_hex(const std::string& s) {
     char buf[17];
     std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(s));
@@ -231,14 +194,14 @@ constexpr std::string_view kSignaturePrefix = "k3s1.";
 }  // namespace
 
 std::string thinking_signature(const std::string& thinking) {
-    return std::string(kSignaturePrefix) + base64(thinking) + "." + fnv_hex(thinking);
+    return std::string(kSignaturePrefix) + base64_encode(thinking) + "." + fnv_hex(thinking);
 }
 
 std::optional<std::string> thinking_from_signature(const std::string& signature) {
     if (signature.rfind(kSignaturePrefix, 0) != 0) return std::nullopt;
     size_t dot = signature.rfind('.');
     if (dot <= kSignaturePrefix.size() - 1) return std::nullopt;
-    auto text = unbase64(std::string_view(signature).substr(kSignaturePrefix.size(), dot - kSignaturePrefix.size()));
+    auto text = base64_decode(std::string_view(signature).substr(kSignaturePrefix.size(), dot - kSignaturePrefix.size()));
     if (!text || fnv_hex(*text) != signature.substr(dot + 1)) return std::nullopt;
     return text;
 }

@@ -167,12 +167,38 @@ std::vector<int32_t> token_array(const json& a, const ModelLimits& limits) {
     return out;
 }
 
-std::string message_content(const json& m, size_t index) {
+// An image_url part (user messages only): {"image_url": {"url": "data:...", "detail": ...}} or
+// {"image_url": "data:..."}. `detail` changes nothing: an image is always read at the release's
+// resolution rule (docs/api.md "Images").
+void image_part(const json& part, const std::string& at, const std::string& role, const ModelLimits& limits,
+                size_t offset, ChatMessage& cm, std::vector<std::shared_ptr<const PreparedImage>>& images) {
+    if (role != "user")
+        throw bad_request(at, "images are only accepted in user messages (this is a " + role + " message)",
+                          "unsupported_content");
+    check_keys(part, {"type", "image_url"}, at);
+    const json* iu = field(part, "image_url");
+    std::string url;
+    if (iu && iu->is_string()) {
+        url = iu->get<std::string>();
+    } else if (iu && iu->is_object()) {
+        check_keys(*iu, {"url", "detail"}, at + ".image_url");
+        url = string_field(*iu, "url", at + ".image_url.url");
+    } else {
+        throw bad_request(at + ".image_url", "'" + at + ".image_url' must be an object with a 'url'", "invalid_type");
+    }
+    check_image_allowed(limits.images, images.size(), at);
+    images.push_back(image_from_url(url, at + ".image_url.url", limits.images));
+    cm.images.push_back({offset, images.back()->geometry.width, images.back()->geometry.height});
+}
+
+// A message's text, with its images (cm.images, and `images` in request order) where they sit.
+std::string message_content(const json& m, size_t index, const ModelLimits& limits, ChatMessage& cm,
+                            std::vector<std::shared_ptr<const PreparedImage>>& images) {
     std::string where = "messages[" + std::to_string(index) + "].content";
     const json* c = field(m, "content");
     if (!c) return {};
     if (c->is_string()) return c->get<std::string>();
-    if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
+    if (!c->is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of content parts", "invalid_type");
     std::string text;
     for (size_t j = 0; j < c->size(); ++j) {
         const json& part = (*c)[j];
@@ -180,9 +206,13 @@ std::string message_content(const json& m, size_t index) {
         if (!part.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
         // An assistant's refusal part is what it said (the Agents SDK sends its history back so).
         std::string type = string_field(part, "type", at + ".type");
+        if (type == "image_url") {
+            image_part(part, at, cm.role, limits, text.size(), cm, images);
+            continue;
+        }
         const char* key = type == "refusal" ? "refusal" : "text";
         if ((type != "text" && type != "refusal") || !part.contains(key) || !part[key].is_string())
-            throw bad_request(at, "only {\"type\":\"text\",\"text\":...} content parts are supported", "unsupported_content");
+            throw bad_request(at, "only text and image_url content parts are supported", "unsupported_content");
         check_keys(part, {"type", key}, at);
         text += part[key].get<std::string>();
     }
@@ -270,7 +300,8 @@ std::vector<ChatToolCall> assistant_calls(const json& m, const std::string& wher
 // OpenAI message objects -> chat messages. Assistant messages may carry everything OpenAI's own
 // responses carry (refusal, annotations, audio, parsed, function_call, tool_calls), so the
 // SDKs' "push the reply and ask again" works; empty ones are ignored.
-std::vector<ChatMessage> parse_chat_messages(const json& messages) {
+std::vector<ChatMessage> parse_chat_messages(const json& messages, const ModelLimits& limits,
+                                            std::vector<std::shared_ptr<const PreparedImage>>& images) {
     std::vector<ChatMessage> chat;
     CallRegistry calls;
     for (size_t i = 0; i < messages.size(); ++i) {
@@ -296,7 +327,7 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
                               "unsupported role '" + *role + "' (system, developer, user, assistant, tool, function)");
         if (!field(m, "content") && cm.role != "assistant")
             throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
-        cm.content = message_content(m, i);
+        cm.content = message_content(m, i, limits, cm, images);
         if (cm.role != "tool") cm.name = get_string(m, "name").value_or("");
         if (cm.role == "assistant") {
             // Reasoning under either name (clients read and send back one or the other).
@@ -404,7 +435,8 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     if (!messages) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
     if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
-    std::vector<ChatMessage> chat = parse_chat_messages(*messages);
+    std::vector<std::shared_ptr<const PreparedImage>> images;
+    std::vector<ChatMessage> chat = parse_chat_messages(*messages, limits, images);
     ChatOptions options = parse_thinking(body);
     ToolRequest tools = parse_chat_tools(body);
     // --new-turn-tool-choice required: the turn's first request must call a tool, where the
@@ -436,6 +468,10 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     } catch (const Error& e) {
         throw bad_request("messages", e.what());
     }
+    // each image's pad becomes its rows: the lengths below count what the model evaluates
+    ExpandedPrompt expanded = expand_prompt_images(std::move(r.prompt), std::move(images), tok, limits.n_vocab);
+    r.prompt = std::move(expanded.ids);
+    r.images = std::move(expanded.images);
     r.params.chat = true;
     r.params.thinking = reasoning_first;
     // The grammar holds the response; with thinking on, free reasoning comes before it.

@@ -14,6 +14,7 @@
 #include "k3/tokenizer.h"
 #include "openai/answer_limit.h"
 #include "openai/error.h"
+#include "openai/image_input.h"
 
 namespace k3::server {
 
@@ -31,6 +32,7 @@ struct ModelLimits {
     bool new_turn_tool_required = false;
     // --max-answer-mb and the vocabulary's per-token costs (openai/answer_limit.h).
     AnswerLimit answer;
+    ImageRequestLimits images;  // what image parts may cost (docs/api.md "Images")
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).
@@ -50,7 +52,8 @@ inline constexpr const char* kNamespaceSeparator = ".";
 // A validated request, ready to become a Job.
 struct GenerationRequest {
     Endpoint endpoint = Endpoint::Completions;
-    std::vector<int32_t> prompt;
+    std::vector<int32_t> prompt;      // with each image's rows (its row ids) in place of its pad
+    std::vector<PromptImage> images;  // chat: the images in the prompt, in order
     GenerationParams params;
     bool stream = false;
     bool include_usage = false;

@@ -2,7 +2,7 @@
 // validated by the same parser, so both endpoints render, sample and call tools identically.
 // What this server cannot honour is refused with a 400 naming the field: stored responses
 // (previous_response_id, conversation, background), hosted tools (web search, files, ...),
-// non-text input parts.
+// input parts other than text and (in user messages) input_image.
 #include "openai/request.h"
 #include "openai/response_format.h"
 #include "openai/fields.h"
@@ -11,24 +11,55 @@ namespace k3::server {
 
 namespace {
 
+// The text of one input_text/output_text part.
+std::string part_text(const json& part, const std::string& at) {
+    std::string type = part.is_object() ? part.value("type", "") : "";
+    if (type == "input_image")
+        throw bad_request(at, "images (input_image) are only accepted in user messages", "unsupported_content");
+    if (type != "input_text" && type != "output_text" && type != "text")
+        throw bad_request(at, "only input_text and output_text content parts (and input_image in user messages) are supported (got \"" +
+                                  type + "\")",
+                          "unsupported_content");
+    if (!part.contains("text") || !part["text"].is_string())
+        throw bad_request(at + ".text", "'" + at + ".text' must be a string", "invalid_type");
+    check_keys(part, {"type", "text", "annotations", "logprobs"}, at);
+    return part["text"].get<std::string>();
+}
+
 // Text of a message item's content: a string or input_text/output_text parts.
 std::string item_text(const json& content, const std::string& where) {
     if (content.is_string()) return content.get<std::string>();
     if (!content.is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of text parts", "invalid_type");
     std::string text;
+    for (size_t i = 0; i < content.size(); ++i) text += part_text(content[i], where + "[" + std::to_string(i) + "]");
+    return text;
+}
+
+// A user message's content with images: the chat API's parts (text and image_url, in order).
+// Without images, its text (item_text).
+json user_content(const json& content, const std::string& where) {
+    if (!content.is_array()) return item_text(content, where);
+    json parts = json::array();
+    bool images = false;
     for (size_t i = 0; i < content.size(); ++i) {
         const json& part = content[i];
         std::string at = where + "[" + std::to_string(i) + "]";
-        std::string type = part.is_object() ? part.value("type", "") : "";
-        if (type != "input_text" && type != "output_text" && type != "text")
-            throw bad_request(at, "only input_text and output_text content parts are supported (got \"" + type + "\")",
-                              "unsupported_content");
-        if (!part.contains("text") || !part["text"].is_string())
-            throw bad_request(at + ".text", "'" + at + ".text' must be a string", "invalid_type");
-        check_keys(part, {"type", "text", "annotations", "logprobs"}, at);
-        text += part["text"].get<std::string>();
+        if (!part.is_object() || part.value("type", "") != "input_image") {
+            parts.push_back({{"type", "text"}, {"text", part_text(part, at)}});
+            continue;
+        }
+        check_keys(part, {"type", "image_url", "file_id", "detail"}, at);
+        if (field(part, "file_id"))
+            throw bad_request(at + ".file_id", "'file_id' is not supported (there is no Files API here): send 'image_url' as a data: URL",
+                              "unsupported_parameter");
+        const json* url = field(part, "image_url");
+        if (!url || !url->is_string())
+            throw bad_request(at + ".image_url", "'" + at + ".image_url' must be a string (a data: URL)", "invalid_type");
+        parts.push_back({{"type", "image_url"}, {"image_url", {{"url", *url}}}});
+        images = true;
     }
-    return text;
+    if (!images) return item_text(content, where);
+    return parts;
 }
 
 // The text of a reasoning item (its content, else its summary).
@@ -77,6 +108,10 @@ json translate_input(const json& body) {
             if (*role != "user" && *role != "system" && *role != "developer" && *role != "assistant")
                 throw bad_request(where + ".role", "unsupported role '" + *role + "' (user, system, developer, assistant)");
             const json* content = field(item, "content");
+            if (*role == "user") {
+                messages.push_back({{"role", *role}, {"content", content ? user_content(*content, where + ".content") : ""}});
+                continue;
+            }
             std::string text = content ? item_text(*content, where + ".content") : "";
             if (*role == "assistant") {
                 json& m = assistant();

@@ -170,6 +170,7 @@ EngineOptions DaemonConfig::engine_options() const {
     o.memory = memory;
     o.threads = threads;
     o.kernels = kernels;
+    o.vision = vision;
     return o;
 }
 

@@ -52,6 +52,9 @@ struct DaemonConfig {
     int max_json_depth = 64;
     int max_answer_mb = 256;          // a whole (non-streamed) answer's bound; more is refused up front
     int max_prompt_tokens = 0;        // 0 = the context size
+    int64_t image_max_bytes = 20ll << 20;      // an image's encoded size (docs/api.md "Images")
+    int64_t image_max_pixels = 50'000'000;     // an image's stored width x height
+    int images_per_request = 8;                // images in one request, every turn's counted
     int n_ctx = 0;                    // session context; 0 = min(model maximum, 32768)
     std::string log_format = "text";  // text | json
     std::string log_level = "info";
@@ -60,6 +63,7 @@ struct DaemonConfig {
     MemoryOptions memory = serve_memory_defaults();
     bool mlock = true;                // lock pages in RAM as they are touched, where allowed (ops/memory_lock.h)
     std::string kernels;
+    bool vision = true;               // false (--no-vision): the vision tower is not read; images get a 400
 
     // The engine's view of this config.
     EngineOptions engine_options() const;

@@ -248,6 +248,12 @@ const std::vector<DaemonSetting>& daemon_settings() {
                     field(&D::max_answer_mb), 1, 1 << 20),
         int_setting("max_prompt_tokens", "N", "prompt length limit, 0 = the context size (default 0)",
                     field(&D::max_prompt_tokens), 0, 1L << 30),
+        int_setting("image_max_bytes", "N", "an image's encoded size limit, bytes (default 20971520)",
+                    field(&D::image_max_bytes), 1, 1L << 34),
+        int_setting("image_max_pixels", "N", "an image's width x height limit (default 50000000)",
+                    field(&D::image_max_pixels), 1, 1L << 40),
+        int_setting("images_per_request", "N", "images in one request at most, every turn's counted (default 8)",
+                    field(&D::images_per_request), 0, 4096),
         int_setting("n_ctx", "N", "context size in tokens, 0 = min(model maximum, 32768) (default 0)", field(&D::n_ctx), 0,
                     1L << 30),
         string_setting("model_alias", "NAME", "model id to report (default: the directory name)", field(&D::model_alias)),
@@ -298,6 +304,10 @@ const std::vector<DaemonSetting>& daemon_settings() {
                      field(&D::mlock), true),
         string_setting("kernels", "NAME", "force a kernel set: scalar, avx2, avx512, neon (default: the best this CPU has)",
                        field(&D::kernels), {"", "scalar", "avx2", "avx512", "neon"}),
+        bool_setting("vision",
+                     "read the checkpoint's vision tower and accept images; --no-vision serves the text model without "
+                     "reading it (images get a 400; default true)",
+                     field(&D::vision), true),
     };
     return table;
 }

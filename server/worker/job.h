@@ -53,6 +53,7 @@ struct GenerationParams {
 struct Job {
     uint64_t id = 0;
     std::vector<int32_t> prompt;
+    std::vector<PromptImage> images;  // the prompt's images (Session::set_prompt_images)
     GenerationParams params;
     uint64_t cache_partition = 0;        // the prompt cache's, from the API key (request_gate.h)
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();

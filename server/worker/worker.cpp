@@ -205,6 +205,7 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
         // the job's own partition only (another key's live state in this slot is dropped).
         slot.session->set_cache_partition(job.cache_partition);
         int reused = 0;
+        slot.session->set_prompt_images(job.images);
         const Status st = slot.session->begin_prompt(job.prompt, &reused);
         slot.usage.cached_tokens = reused;
         if (!st.ok()) {
@@ -303,7 +304,9 @@ bool EngineWorker::step() {
             std::vector<int32_t> seq(session.tokens().begin(), session.tokens().end());
             seq.push_back(slot->next_token);
             const std::vector<int32_t> d = prompt_lookup_draft(seq, int(want));
-            slot->step_tokens.insert(slot->step_tokens.end(), d.begin(), d.end());
+            // (an image's row ids are no tokens: a draft ends before one)
+            const auto end = std::find_if(d.begin(), d.end(), [&](int32_t id) { return is_image_row_id(id, engine_.info().n_vocab); });
+            slot->step_tokens.insert(slot->step_tokens.end(), d.begin(), end);
         }
         slot->drafts = slot->step_tokens.size() - 1;
         items.push_back({&session, slot->step_tokens, slot->drafts > 0, &slot->job->cancel});

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/run_command.h"
 #include "common/daemon.h"
 #include "k3/forward_stages.h"
 #include "kernels/kernels.h"
@@ -21,21 +22,8 @@ using namespace k3::test;
 
 namespace {
 
-struct Result {
-    int code;
-    std::string out;
-};
-
-Result run(const std::string& args) {
-    const std::string cmd = env_or("K3SERVE_BIN", "k3serve") + " run " + args + " 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = RunResult;
+Result run(const std::string& args) { return run_k3serve(args); }
 
 std::string join(const std::vector<int32_t>& v, const char* sep) {
     std::ostringstream s;
@@ -155,16 +143,7 @@ TEST_CASE("k3serve run: a damaged vision tower is refused by name; --no-vision s
     config["vision_config"]["vt_num_hidden_layers"] = 3;
     std::ofstream(dir / "config.json") << config.dump(2);
 
-    const std::string cmd = env_or("K3SERVE_BIN", "k3serve") + " run " + dir.string() + " --ids 1,2 --gen 1 2>&1";
-    const Result refused = [&] {
-        FILE* p = popen(cmd.c_str(), "r");
-        REQUIRE(p);
-        std::string out;
-        char buf[4096];
-        while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-        const int status = pclose(p);
-        return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-    }();
+    const Result refused = run_k3serve(dir.string() + " --ids 1,2 --gen 1", /*with_stderr=*/true);
     CHECK(refused.code == 2);
     CHECK_MESSAGE(refused.out.find("missing vision tensor vision_tower.encoder.blocks.2.norm0.weight") != std::string::npos,
                   refused.out);

@@ -14,19 +14,12 @@
 #include "common/scratch.h"
 #include "common/model_cache.h"
 #include "common/wait.h"
+#include "post_json.h"
 
 using namespace k3::test;
 using nlohmann::json;
 
 namespace {
-
-json post(httplib::Client& c, const std::string& path, const json& body, int expect = 200) {
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
-    REQUIRE(r);
-    INFO(r->body);
-    REQUIRE(r->status == expect);
-    return json::parse(r->body);
-}
 
 // Concatenated text of an SSE body (chat deltas or completion texts) and its finish reason.
 std::pair<std::string, std::string> stream_text(const std::string& body) {

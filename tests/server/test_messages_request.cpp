@@ -210,10 +210,14 @@ TEST_CASE("Messages request: each block is refused outside the turn it belongs t
     list_input["messages"][1]["content"][0]["input"] = json::array({"Oslo"});
     e = refusal(list_input);
     CHECK(e.param == "messages[1].content[0].input");
-    // Images and documents are refused by name (this server takes text only), in a turn and in
-    // a tool result; a block that is not an object is refused.
+    // An image in a user turn reaches the image check (these limits: a model without a vision
+    // tower, so it is refused saying so; docs/api.md "Images"), documents are refused by name,
+    // and so is an image in a tool result; a block that is not an object is refused.
     json image = {{"type", "image"}, {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", "AAAA"}}}};
     e = refusal(body_of(json::array({user(json::array({image}))})));
+    CHECK(e.code == "images_not_supported");
+    CHECK(e.param == "messages[0].content[0]");
+    e = refusal(body_of(json::array({user(json::array({{{"type", "document"}}}))})));
     CHECK(e.code == "unsupported_content");
     CHECK(e.param == "messages[0].content[0].type");
     json image_result = ok;
