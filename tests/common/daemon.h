@@ -27,7 +27,8 @@ public:
     // A client for 127.0.0.1:port with a 120 s read timeout.
     httplib::Client client() const;
     void signal(int sig);
-    // Waits for the exit and returns the exit code (128 + signal if killed).
+    // Waits for the exit and returns the exit code (128 + signal if killed); the log is whole
+    // once this (or exited()) has seen the exit.
     int wait_exit();
     bool exited();
     // Everything the daemon wrote to stdout and stderr so far.
@@ -36,6 +37,8 @@ public:
 private:
     [[noreturn]] void fail(const std::string& what);
     void stop_and_join();
+    // Records the exit status and waits until the reader has the whole log.
+    void note_exit(int wait_status);
 
     pid_t pid_ = -1;
     int fd_ = -1;
