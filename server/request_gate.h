@@ -21,7 +21,7 @@ std::string presented_api_key(const httplib::Request& req);
 // 0 when the daemon has no keys, else a hash (FNV-1a 64, k3/fnv1a.h) of the configured key the
 // request presents, never 0. Not the key's place in the list, which moves when keys are added or
 // removed and would hand one key's states on disk to another after a restart; and not the key
-// itself, which the cache (and its disk tier) must not hold. docs/operations.md "The prompt cache".
+// itself, which the cache (and its disk tier) must not hold. docs/operations.md "The prompt cache and API keys".
 uint64_t prompt_cache_partition(const DaemonConfig& config, const httplib::Request& req);
 
 class RequestGate {

@@ -136,7 +136,9 @@ struct Router::Impl {
         server.Get("/models", wrap([this](const auto&, auto& res) { info.models(res); }));
         server.route_prefix("GET", "/v1/models/", wrap([this](const auto& req, auto& res) { info.model(req, res); }));
         server.Get("/props", wrap([this](const auto&, auto& res) { info.props(res); }));
-        server.Get("/slots", wrap([this](const auto&, auto& res) { send_json(res, 200, slots_status_json(state)); }));
+        server.Get("/slots", wrap([this](const auto& req, auto& res) {
+            send_json(res, 200, slots_status_json(state, prompt_cache_partition(config(), req)));
+        }));
         server.Post("/tokenize", wrap([this](const auto& req, auto& res) { tokens.tokenize(req, res); }));
         server.Post("/detokenize", wrap([this](const auto& req, auto& res) { tokens.detokenize(req, res); }));
         for (const char* path : {"/v1/completions", "/completions"})

@@ -82,8 +82,8 @@ json status_json(const ServerState& state, uint64_t since) {
     return j;
 }
 
-json slots_status_json(const ServerState& state) {
-    json j = slots_json(state.board.view());
+json slots_status_json(const ServerState& state, uint64_t partition) {
+    json j = slots_json(state.board.view(), partition);
     for (json& slot : j["slots"])
         if (slot.contains("job_id")) slot["prefill"] = state.live.prefill_json(slot["job_id"].get<uint64_t>());
     return j;

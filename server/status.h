@@ -14,7 +14,7 @@ nlohmann::json status_json(const ServerState& state, uint64_t since);
 
 // GET /slots: the worker's last published board (ops/slots_json.h), each busy slot with its
 // request's prefill progress as of now (the board is published between steps; the progress
-// moves inside a prompt chunk too).
-nlohmann::json slots_status_json(const ServerState& state);
+// moves inside a prompt chunk too). Cache entries of `partition` only (prompt_cache_partition).
+nlohmann::json slots_status_json(const ServerState& state, uint64_t partition);
 
 }  // namespace k3::server

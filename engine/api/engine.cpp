@@ -200,7 +200,7 @@ Status EngineImpl::step(std::span<const StepItem> items) { return step_sessions(
 std::vector<PromptCacheEntry> EngineImpl::prompt_cache_entries() const {
     std::vector<PromptCacheEntry> out;
     for (const PromptCache::EntrySummary& e : prompt_cache_->entries())
-        out.push_back({int(e.tokens), e.has_logits, e.bytes});
+        out.push_back({e.partition, int(e.tokens), e.has_logits, e.bytes});
     return out;
 }
 

@@ -7,8 +7,8 @@
 // and a state made in one partition is never found, restored or hinted at (Match::matched) from
 // another: each partition has a tree of its own. The daemon gives each API key its partition,
 // so cached_tokens cannot tell one key how far its guess matches another key's prompt (issue 21
-// row 5; docs/operations.md "The prompt cache"); without keys everything is partition 0. The
-// byte budget is one for all partitions: eviction takes the least recently used entry of any.
+// row 5; docs/operations.md "The prompt cache and API keys"); without keys all is partition 0.
+// The byte budget is one for all partitions: eviction takes the least recently used of any.
 //
 // A radix tree over token ids. Each node holds a run of tokens and the MLA latent rows of those
 // positions (a row depends only on the tokens up to it, so a node's rows serve every prompt that

@@ -2,7 +2,7 @@
 
 namespace k3::server {
 
-nlohmann::json slots_json(const SlotBoardView& v) {
+nlohmann::json slots_json(const SlotBoardView& v, uint64_t partition) {
     using nlohmann::json;
     json slots = json::array();
     for (const SlotView& s : v.slots) {
@@ -20,7 +20,8 @@ nlohmann::json slots_json(const SlotBoardView& v) {
     }
     json entries = json::array();
     for (const PromptCacheEntry& e : v.prompt_cache)
-        entries.push_back({{"tokens", e.tokens}, {"has_logits", e.has_logits}, {"bytes", e.bytes}});
+        if (e.partition == partition)
+            entries.push_back({{"tokens", e.tokens}, {"has_logits", e.has_logits}, {"bytes", e.bytes}});
     const EngineStats& e = v.engine;
     json disk = nullptr;  // no disk tier
     if (e.prompt_cache_disk)

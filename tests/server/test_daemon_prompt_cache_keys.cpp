@@ -3,8 +3,9 @@
 // prompt gets cached_tokens == 0 and exactly A's tokens and logprobs (the cache never changes
 // output), then a hit of its own; B's first request runs on the one slot A's request just left,
 // so neither that slot's live state nor the shared cache may serve it. A daemon without keys
-// keeps one partition: a second client resumes the first one's prompt. With the disk tier, a
-// restarted daemon still keeps each key's states to that key.
+// keeps one partition: a second client resumes the first one's prompt. /slots lists the asking
+// key's cache entries only. With the disk tier, a restarted daemon still keeps each key's states
+// to that key.
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -43,6 +44,18 @@ void check_same_output(const json& got, const json& want) {
     CHECK(got["choices"][0]["logprobs"] == want["choices"][0]["logprobs"]);
 }
 
+// GET /slots' prompt_cache.entries, as `key` sees them. The worker publishes the board before
+// a response goes out (EngineWorker::retire), with the prompt's end already cached.
+json slot_entries(DaemonProcess& d, const std::string& key) {
+    auto c = d.client();
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = c.Get("/slots", headers);
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    return json::parse(r->body)["prompt_cache"]["entries"];
+}
+
 std::vector<std::string> daemon_args(std::vector<std::string> more) {
     std::vector<std::string> args = {cached_model("tiny"), "--port", "0", "--threads", "1", "--parallel", "1",
                                      "--prompt-cache-gb", "0.1"};
@@ -59,6 +72,9 @@ TEST_CASE("tiny model: two API keys: one key's prompt is cached for it alone, an
     const json a2 = complete(d, "key-alpha");
     CHECK(cached_tokens(a2) > 0);
     check_same_output(a2, a1);
+    // /slots lists the asking key's cache entries only.
+    CHECK_FALSE(slot_entries(d, "key-alpha").empty());
+    CHECK(slot_entries(d, "key-beta").empty());
 
     const json b1 = complete(d, "key-beta");
     CHECK(cached_tokens(b1) == 0);  // A's states are no hint to B
@@ -71,6 +87,7 @@ TEST_CASE("tiny model: two API keys: one key's prompt is cached for it alone, an
     const json a3 = complete(d, "key-alpha");
     CHECK(cached_tokens(a3) > 0);  // A's stayed A's
     check_same_output(a3, a1);
+    CHECK_FALSE(slot_entries(d, "key-beta").empty());
 }
 
 TEST_CASE("tiny model: a daemon without API keys keeps one prompt cache partition: a second client resumes the first's prompt") {
@@ -80,6 +97,7 @@ TEST_CASE("tiny model: a daemon without API keys keeps one prompt cache partitio
     const json second = complete(d, "");  // another connection, another client
     CHECK(cached_tokens(second) > 0);
     check_same_output(second, first);
+    CHECK_FALSE(slot_entries(d, "").empty());
 }
 
 TEST_CASE("tiny model: two API keys and the disk tier: after a restart each key resumes its own states only") {

@@ -77,6 +77,7 @@ struct EngineStats {
 
 // One cached prompt state (Engine::prompt_cache_entries), most recently used first.
 struct PromptCacheEntry {
+    uint64_t partition = 0;  // the prompt cache partition it serves (Session::set_cache_partition)
     int tokens = 0;          // prefix length it resumes at
     bool has_logits = false; // resuming there needs no evaluation at all
     int64_t bytes = 0;       // rows and snapshot along its path
@@ -124,9 +125,9 @@ public:
     virtual void remember() = 0;
     // Which partition of the engine's prompt cache the session reads and fills from now on
     // (0 until set). States made in one partition never serve another: the daemon gives each
-    // API key its own (docs/operations.md "The prompt cache"), so one key's cached_tokens say
-    // nothing of another key's prompts. A different partition also drops the live state, which
-    // was made in the old one; the same partition again keeps it.
+    // API key its own (docs/operations.md "The prompt cache and API keys"), so one key's
+    // cached_tokens say nothing of another key's prompts. A different partition also drops the
+    // live state, made in the old one; the same partition again keeps it.
     virtual void set_cache_partition(uint64_t partition) = 0;
     // Evaluate `tokens` from an empty state and return the logits of every position,
     // [tokens.size()][n_vocab] row-major (for --dump-logits and golden tests).
