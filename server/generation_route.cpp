@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
 
 #include "anthropic/messages.h"
 #include "http/connection_probe.h"
@@ -55,22 +58,30 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     const JsonBody body = parse_json_body(req.body, json_limits(state_));
     GenerationRequest g;
     IgnoredFields ignored;
-    {
+    // The request's grammar, if it has one, is compiled while it is parsed, on this thread,
+    // within one time budget counted from here (--grammar-max-compile-ms).
+    ModelLimits limits = state_.limits;
+    limits.grammar.started = Clock::now();
+    try {
         IgnoredFieldsScope scope(ignored);
         switch (endpoint) {
             case Endpoint::Completions:
-                g = parse_completion_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                g = parse_completion_request(body.value, *state_.tokenizer, limits, &body.schemas);
                 break;
             case Endpoint::ChatCompletions:
-                g = parse_chat_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                g = parse_chat_request(body.value, *state_.tokenizer, limits, &body.schemas);
                 break;
             case Endpoint::Responses:
-                g = parse_responses_request(body.value, *state_.tokenizer, state_.limits, &body.schemas);
+                g = parse_responses_request(body.value, *state_.tokenizer, limits, &body.schemas);
                 break;
-            case Endpoint::Messages: g = parse_messages_request(body.value, *state_.tokenizer, state_.limits); break;
+            case Endpoint::Messages: g = parse_messages_request(body.value, *state_.tokenizer, limits); break;
         }
+    } catch (const GrammarRefusal& e) {
+        state_.metrics.count_grammar_refusal(e.limit);
+        throw;
     }
     check_answer_fits(g, state_.limits.answer);
+    compile_grammar(g.params, limits.grammar);
     report_tolerance(req, res, g, ignored);
     std::unique_ptr<Responder> responder = make_responder(g, state_.info.fingerprint);
     auto job = std::make_shared<Job>();
@@ -98,6 +109,32 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
         stream(req, ex, res);
     else
         respond_whole(req, ex, res);
+}
+
+// The job's grammar is compiled here, before the job is queued: its automaton's start and first
+// mask, the costly part for a large schema, within the request's budgets (one time budget with
+// the rules, made while parsing). The worker only runs it, so no request's grammar slows the
+// other streams (issue 21 row 4: compiled on the worker, an enum of 60,000 strings held them
+// all for 26-44 s). /metrics shows compiles in progress; the test hook holds one open while
+// the file K3_TEST_HOLD_GRAMMAR_COMPILE names exists (docs/development.md).
+void GenerationRoute::compile_grammar(GenerationParams& params, const GrammarLimits& limits) {
+    if (!params.grammar) return;
+    const auto started = Clock::now();
+    state_.metrics.grammar_compile_started();
+    struct Ended {
+        Metrics& metrics;
+        Clock::time_point started;
+        ~Ended() { metrics.grammar_compile_ended(std::chrono::duration<double>(Clock::now() - started).count()); }
+    } ended{state_.metrics, started};
+    try {
+        params.compiled_grammar = std::make_shared<GrammarMatcher>(*params.grammar, state_.token_table, limits);
+    } catch (const GrammarBudgetError& e) {
+        state_.metrics.count_grammar_refusal(e.limit());
+        throw GrammarRefusal(params.tool_choice == ToolChoice::Required ? "tools" : "response_format", e);
+    }
+    std::error_code ec;
+    while (!test_hold_compile_.empty() && std::filesystem::exists(test_hold_compile_, ec))
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 // What the tolerance policy did to this request (openai/fields.h), told to the operator (the

@@ -5,7 +5,9 @@
 #pragma once
 #include <httplib.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "openai/fields.h"
 #include "openai/request.h"
@@ -17,11 +19,14 @@ struct Exchange;
 
 class GenerationRoute {
 public:
-    explicit GenerationRoute(ServerState& s) : state_(s) {}
+    explicit GenerationRoute(ServerState& s) : state_(s) {
+        if (const char* hold = std::getenv("K3_TEST_HOLD_GRAMMAR_COMPILE"); hold && *hold) test_hold_compile_ = hold;
+    }
 
     void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
 
 private:
+    void compile_grammar(GenerationParams& params, const GrammarLimits& limits);
     void report_tolerance(const httplib::Request& req, httplib::Response& res, const GenerationRequest& g,
                           const IgnoredFields& ignored);
     void respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
@@ -30,6 +35,7 @@ private:
     const DaemonConfig& config() const { return state_.config; }
 
     ServerState& state_;
+    std::string test_hold_compile_;  // K3_TEST_HOLD_GRAMMAR_COMPILE (compile_grammar)
 };
 
 }  // namespace k3::server

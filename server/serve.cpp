@@ -120,6 +120,7 @@ ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
     limits.images.per_image.max_bytes = config.image_max_bytes;
     limits.images.per_image.max_pixels = config.image_max_pixels;
     limits.images.max_images = config.images_per_request;
+    limits.grammar = config.grammar_limits();
     if (config.n_ctx > info.n_ctx_max)
         throw Error(ErrorKind::Usage, "--n-ctx " + std::to_string(config.n_ctx) + " exceeds the model's maximum context of " +
                                           std::to_string(info.n_ctx_max) + " tokens");
@@ -251,6 +252,7 @@ int serve_main(int argc, char** argv) {
     worker_options.live = &state.live;
     state.live.set_layer_counter([&engine] { return engine->progress(); }, info.n_layers);
     EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
+    state.token_table = worker.token_table();
     LivenessOptions liveness_options;
     liveness_options.stuck_after_s = config.stuck_after_s;
     liveness = std::make_unique<Liveness>([&worker] { return worker.busy(); }, [&engine] { return engine->progress(); },

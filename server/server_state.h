@@ -37,6 +37,7 @@ struct ServerState {
     const Engine* engine = nullptr;     // only for its thread-safe weights_load()
     ModelInfo info;
     ModelLimits limits;
+    std::shared_ptr<const TokenTable> token_table;  // the worker's, for compiling request grammars
 
     void set_status(const std::string& s) {
         std::lock_guard lock(mutex_);

@@ -2,27 +2,37 @@
 #include "grammar/automaton.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "k3/error.h"
+#include "k3/fnv1a.h"
 
 namespace k3::grammar {
 
-Automaton::Automaton(std::shared_ptr<const GrammarRules> rules)
-    : rules_(std::move(rules)), n_symbols_(256 + int(rules_->specials.size())) {
+namespace {
+
+uint64_t pair_key(int32_t pos, int32_t parent) { return (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent); }
+
+uint64_t stacks_hash(const std::vector<int32_t>& stacks) {
+    Fnv1a h;
+    h.add(stacks.data(), stacks.size() * sizeof(int32_t));
+    return h.value();
+}
+
+}  // namespace
+
+Automaton::Automaton(std::shared_ptr<const GrammarRules> rules, const GrammarLimits& limits)
+    : rules_(std::move(rules)), budget_(limits), n_symbols_(256 + int(rules_->specials.size())) {
     // Stack 0 is the empty stack (nothing left to produce).
     stack_pos_.push_back(-1);
     stack_parent_.push_back(-1);
     stack_distance_.push_back(0);
     std::vector<int32_t> stacks;
-    std::vector<uint64_t> seen;
+    Visited seen;
     for (int32_t start : rules_->rule_starts[size_t(rules_->root)]) close(start, kEmptyStack, stacks, seen);
     start_ = intern_state(std::move(stacks));
 }
 
 int32_t Automaton::intern_stack(int32_t pos, int32_t parent) {
-    uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent);
-    auto [it, inserted] = stack_ids_.try_emplace(key, int32_t(stack_pos_.size()));
+    auto [it, inserted] = stack_ids_.try_emplace(pair_key(pos, parent), int32_t(stack_pos_.size()));
     if (inserted) {
         stack_pos_.push_back(pos);
         stack_parent_.push_back(parent);
@@ -32,11 +42,17 @@ int32_t Automaton::intern_stack(int32_t pos, int32_t parent) {
     return it->second;
 }
 
-void Automaton::close(int32_t pos, int32_t parent, std::vector<int32_t>& out, std::vector<uint64_t>& seen) {
+bool Automaton::Visited::insert(uint64_t key) {
+    if (!set_.empty()) return set_.insert(key).second;
+    if (std::find(list_.begin(), list_.end(), key) != list_.end()) return false;
+    list_.push_back(key);
+    if (list_.size() > kListMax) set_.insert(list_.begin(), list_.end());
+    return true;
+}
+
+void Automaton::close(int32_t pos, int32_t parent, std::vector<int32_t>& out, Visited& seen) {
     // Epsilon paths can meet again (nullable rules): visit each (pos, parent) once.
-    uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent);
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
-    seen.push_back(key);
+    if (!seen.insert(pair_key(pos, parent))) return;
     const Symbol& sym = rules_->symbols[size_t(pos)];
     switch (sym.kind) {
         case Symbol::Kind::Bytes:
@@ -62,12 +78,11 @@ int32_t Automaton::intern_state(std::vector<int32_t> stacks) {
     if (stacks.empty()) return kDead;
     std::sort(stacks.begin(), stacks.end());
     stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
-    std::string key(reinterpret_cast<const char*>(stacks.data()), stacks.size() * sizeof(int32_t));
-    auto it = state_ids_.find(key);
-    if (it != state_ids_.end()) return it->second;
-    if (states_.size() >= kMaxStates)
-        throw Error(ErrorKind::Runtime, "grammar: the output nests too deeply (more than " +
-                                            std::to_string(kMaxStates) + " parser states)");
+    const uint64_t hash = stacks_hash(stacks);
+    for (auto [it, end] = state_ids_.equal_range(hash); it != end; ++it)
+        if (states_[size_t(it->second)].stacks == stacks) return it->second;
+    budget_.check_states(states_.size() + 1);
+    budget_.tick();
     State st;
     st.distance = GrammarRules::kUnreachable;
     for (int32_t s : stacks) {
@@ -78,17 +93,17 @@ int32_t Automaton::intern_state(std::vector<int32_t> stacks) {
     st.stacks = std::move(stacks);
     int32_t id = int32_t(states_.size());
     states_.push_back(std::move(st));
-    state_ids_.emplace(std::move(key), id);
+    state_ids_.emplace(hash, id);
     transitions_.resize(transitions_.size() + size_t(n_symbols_), kUnknown);
     return id;
 }
 
 int32_t Automaton::compute_step(int32_t state, int symbol) {
     std::vector<int32_t> next;
-    std::vector<uint64_t> seen;
-    // Copy: intern_stack may grow the vectors that states_ entries do not own, but states_
-    // itself can grow inside intern_state below, so read the stacks first.
-    const std::vector<int32_t> stacks = states_[size_t(state)].stacks;
+    Visited seen;
+    // Read in place: close() grows the stack tables only, and states_ grows in intern_state,
+    // after the last read of `stacks`.
+    const std::vector<int32_t>& stacks = states_[size_t(state)].stacks;
     for (int32_t s : stacks) {
         if (s == kEmptyStack) continue;
         int32_t pos = stack_pos_[size_t(s)];

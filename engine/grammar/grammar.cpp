@@ -20,14 +20,14 @@ Grammar Grammar::json_object() {
     return Grammar(std::make_shared<GrammarRules>(b.finish(object)));
 }
 
-Grammar Grammar::json_schema(std::string_view schema_json) {
+Grammar Grammar::json_schema(std::string_view schema_json, const GrammarLimits& limits) {
     nlohmann::ordered_json schema;
     try {
         schema = nlohmann::ordered_json::parse(schema_json);
     } catch (const nlohmann::ordered_json::exception& e) {
         throw GrammarError("schema", "#", std::string("the schema is not valid JSON: ") + e.what());
     }
-    GrammarBuilder b;
+    GrammarBuilder b(limits);
     JsonRules j(b);
     SchemaCompiler compiler(j, schema);
     int32_t root = compiler.compile(schema, "#");
@@ -46,11 +46,11 @@ bool Grammar::same_rules(const Grammar& other) const {
            a.byte_sets == b.byte_sets && a.specials == b.specials && same_symbols(a.symbols, b.symbols);
 }
 
-Grammar Grammar::chat_response(bool thinking) const {
+Grammar Grammar::chat_response(bool thinking, const GrammarLimits& limits) const {
     if (!thinking) return *this;
     // Reasoning is free text (no control tokens), then the think section closes and the
     // response opens; the response is this grammar.
-    GrammarBuilder b;
+    GrammarBuilder b(limits);
     JsonRules j(b);
     int32_t inner = b.import(*rules_);
     int32_t reasoning = j.string_content(0, -1, /*raw=*/true);

@@ -16,7 +16,10 @@ int32_t GrammarBuilder::new_rule(std::string name) {
     return int32_t(alternatives_.size() - 1);
 }
 
-void GrammarBuilder::add_alternative(int32_t rule, Sequence seq) { alternatives_[size_t(rule)].push_back(std::move(seq)); }
+void GrammarBuilder::add_alternative(int32_t rule, Sequence seq) {
+    budget_.add_symbols(seq.size() + 1);  // and its End
+    alternatives_[size_t(rule)].push_back(std::move(seq));
+}
 
 int32_t GrammarBuilder::rule(std::string name, std::vector<Sequence> alternatives) {
     int32_t r = new_rule(std::move(name));
@@ -32,9 +35,13 @@ Symbol GrammarBuilder::bytes(const ByteSet& set) {
 }
 
 Symbol GrammarBuilder::byte(unsigned char b) {
-    ByteSet s;
-    s.add(b);
-    return bytes(s);
+    // Literals are made of single bytes: look their sets up directly, not by a scan of every set.
+    if (single_byte_set_[b] < 0) {
+        ByteSet s;
+        s.add(b);
+        single_byte_set_[b] = bytes(s).index;
+    }
+    return {Symbol::Kind::Bytes, single_byte_set_[b]};
 }
 
 Symbol GrammarBuilder::special(std::string_view text) {
@@ -82,14 +89,18 @@ int32_t GrammarBuilder::repeat(const Sequence& x, int min, int max, const std::s
 int32_t GrammarBuilder::import(const GrammarRules& g) {
     const int32_t base = int32_t(rule_count());
     for (const auto& name : g.rule_names) new_rule(name);
+    // Each byte set and control token of `g` is looked up here once, not once per symbol.
+    std::vector<Symbol> set_here, special_here;
+    for (const ByteSet& set : g.byte_sets) set_here.push_back(bytes(set));
+    for (const std::string& text : g.specials) special_here.push_back(special(text));
     for (size_t r = 0; r < g.rule_starts.size(); ++r) {
         for (int32_t pos : g.rule_starts[r]) {
             Sequence seq;
             for (size_t i = size_t(pos); g.symbols[i].kind != Symbol::Kind::End; ++i) {
                 const Symbol& s = g.symbols[i];
                 switch (s.kind) {
-                    case Symbol::Kind::Bytes: seq.push_back(bytes(g.byte_sets[size_t(s.index)])); break;
-                    case Symbol::Kind::Special: seq.push_back(special(g.specials[size_t(s.index)])); break;
+                    case Symbol::Kind::Bytes: seq.push_back(set_here[size_t(s.index)]); break;
+                    case Symbol::Kind::Special: seq.push_back(special_here[size_t(s.index)]); break;
                     default: seq.push_back(ref(base + s.index)); break;
                 }
             }
@@ -113,13 +124,14 @@ GrammarRules GrammarBuilder::finish(int32_t root) {
     };
     for (bool changed = true; changed;) {
         changed = false;
-        for (size_t r = 0; r < n_rules; ++r)
+        for (size_t r = 0; r < n_rules; ++r, budget_.tick())
             for (const auto& alt : alternatives_[r])
                 if (int32_t m = seq_min(alt); m < rule_min[r]) {
                     rule_min[r] = m;
                     changed = true;
                 }
     }
+    budget_.check_time();
     for (size_t r = 0; r < n_rules; ++r)
         if (rule_min[r] >= kInf)
             throw GrammarError("", "", "no finite value satisfies this schema: its rule '" + names_[r] +

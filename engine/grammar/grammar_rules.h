@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/compile_budget.h"
+
 namespace k3::grammar {
 
 // 256 bits: which bytes a byte-class symbol matches.
@@ -52,9 +54,12 @@ struct GrammarRules {
 };
 
 // Builds GrammarRules. Rules are created first (so they can refer to each other, also
-// recursively) and given alternatives afterwards.
+// recursively) and given alternatives afterwards. Every alternative added counts against the
+// budget's symbols and clock (compile_budget.h).
 class GrammarBuilder {
 public:
+    explicit GrammarBuilder(const GrammarLimits& limits = {}) : budget_(limits) {}
+
     int32_t new_rule(std::string name);
     void add_alternative(int32_t rule, Sequence seq);
     // A rule with the given alternatives (a convenience for new_rule + add_alternative).
@@ -79,12 +84,21 @@ public:
     GrammarRules finish(int32_t root);
 
     size_t rule_count() const { return alternatives_.size(); }
+    CompileBudget& budget() { return budget_; }
 
 private:
+    CompileBudget budget_;
     std::vector<std::vector<Sequence>> alternatives_;
     std::vector<std::string> names_;
     std::vector<ByteSet> byte_sets_;
+    std::array<int32_t, 256> single_byte_set_ = filled_minus_one();  // byte -> its one-byte set, -1 = none yet
     std::vector<std::string> specials_;
+
+    static std::array<int32_t, 256> filled_minus_one() {
+        std::array<int32_t, 256> a;
+        a.fill(-1);
+        return a;
+    }
 };
 
 inline Sequence concat(std::initializer_list<Sequence> parts) {

@@ -30,8 +30,8 @@ struct GrammarMatcher::Impl {
     std::vector<int32_t> walk;               // automaton state per depth of the trie walk
     GrammarStats stats;
 
-    Impl(const Grammar& g, std::shared_ptr<const TokenTable> t)
-        : grammar(g), automaton(g.shared_rules()), table_owner(std::move(t)), table(table_owner->data()) {
+    Impl(const Grammar& g, std::shared_ptr<const TokenTable> t, const GrammarLimits& limits)
+        : grammar(g), automaton(g.shared_rules(), limits), table_owner(std::move(t)), table(table_owner->data()) {
         for (const std::string& text : g.rules().specials) {
             auto it = table.special_ids.find(text);
             if (it == table.special_ids.end())
@@ -131,8 +131,14 @@ struct GrammarMatcher::Impl {
     }
 };
 
-GrammarMatcher::GrammarMatcher(const Grammar& grammar, std::shared_ptr<const TokenTable> table)
-    : impl_(std::make_unique<Impl>(grammar, std::move(table))) {}
+GrammarMatcher::GrammarMatcher(const Grammar& grammar, std::shared_ptr<const TokenTable> table, const GrammarLimits& limits)
+    : impl_(std::make_unique<Impl>(grammar, std::move(table), limits)) {
+    // The first mask is the costly one (every alternative is open): made here, by whoever
+    // compiles, so the first step of the one who runs the matcher is a cache read.
+    impl_->cached_mask(impl_->state);
+    impl_->automaton.check_clock();
+    impl_->automaton.stop_clock();
+}
 GrammarMatcher::~GrammarMatcher() = default;
 GrammarMatcher::GrammarMatcher(GrammarMatcher&&) noexcept = default;
 GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;

@@ -3,6 +3,7 @@
 // refused by name: a schema is never silently half-enforced.
 #include "grammar/schema_compiler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -136,17 +137,55 @@ std::vector<std::string> SchemaCompiler::types_of(const json& s, const std::stri
 }
 
 int32_t SchemaCompiler::literal_values(const json& values, const std::string& path, bool raw) {
-    std::vector<Sequence> alts;
+    // Judged on the count first, then on the bytes as each value is written: nothing of an
+    // enum over a budget is built.
+    CompileBudget& budget = b_.budget();
+    budget.check_enum(values.size(), path);
+    std::vector<std::string> texts;
+    texts.reserve(values.size());
     for (const auto& v : values) {
-        if (raw) {
-            if (!v.is_string()) continue;
-            alts.push_back(b_.literal(v.get<std::string>()));
-        } else {
-            alts.push_back(b_.literal(v.dump()));
-        }
+        if (raw && !v.is_string()) continue;
+        texts.push_back(raw ? v.get<std::string>() : v.dump());
+        budget.add_literal_bytes(texts.back().size(), path);
+        budget.tick();
     }
-    if (alts.empty()) refuse("enum", path, "no value is possible");
-    return b_.rule("enum", alts);
+    if (texts.empty()) refuse("enum", path, "no value is possible");
+    return literal_trie(std::move(texts));
+}
+
+int32_t SchemaCompiler::literal_trie(std::vector<std::string> values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    return trie_node(values, 0, values.size(), 0);
+}
+
+// The rule for the suffixes from `depth` of sorted[lo, hi), which share their first `depth`
+// bytes. One alternative per distinct next byte: the bytes its strings share from there, then
+// the rule for what follows (none when one string is left). Children are made before their
+// parent, so rule ids grow towards the root and finish()'s shortest-output pass settles in one
+// sweep; every reference is in tail position, so walking the trie keeps the stack flat.
+int32_t SchemaCompiler::trie_node(const std::vector<std::string>& sorted, size_t lo, size_t hi, size_t depth) {
+    std::vector<Sequence> alts;
+    size_t i = lo;
+    if (sorted[i].size() == depth) {  // a string ends here (sorted first, and only one: unique)
+        alts.push_back({});
+        ++i;
+    }
+    while (i < hi) {
+        const unsigned char next = (unsigned char)sorted[i][depth];
+        size_t end = i + 1;
+        while (end < hi && (unsigned char)sorted[end][depth] == next) ++end;
+        // The group's common prefix: that of its first and last string (sorted).
+        const std::string& first = sorted[i];
+        const std::string& last = sorted[end - 1];
+        size_t common = depth + 1;
+        while (common < first.size() && common < last.size() && first[common] == last[common]) ++common;
+        Sequence alt = b_.literal(std::string_view(first).substr(depth, common - depth));
+        if (end - i > 1 || first.size() > common) alt.push_back(GrammarBuilder::ref(trie_node(sorted, i, end, common)));
+        alts.push_back(std::move(alt));
+        i = end;
+    }
+    return b_.rule(depth == 0 ? "enum" : "enum branch", alts);
 }
 
 int32_t SchemaCompiler::compile(const json& schema_in, const std::string& path_in) {

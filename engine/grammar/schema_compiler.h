@@ -35,6 +35,11 @@ private:
     int32_t compile_string(const nlohmann::ordered_json& s, const std::string& path, bool raw);
     int32_t compile_number(const nlohmann::ordered_json& s, const std::string& type, const std::string& path);
     int32_t literal_values(const nlohmann::ordered_json& values, const std::string& path, bool raw);
+    // The rule for exactly these byte strings, as a trie: strings sorted, their shared prefixes
+    // written once, so a state of the automaton holds at most one alternative per next byte
+    // (an enum of N strings with a common prefix costs N, not N squared).
+    int32_t literal_trie(std::vector<std::string> values);
+    int32_t trie_node(const std::vector<std::string>& sorted, size_t lo, size_t hi, size_t depth);
     std::vector<std::string> types_of(const nlohmann::ordered_json& s, const std::string& path);
     void check_keywords(const nlohmann::ordered_json& s, const std::string& path);
 

@@ -86,11 +86,12 @@ int32_t arguments_rule(JsonRules& j, const ToolDeclaration& tool) {
 
 }  // namespace
 
-Grammar Grammar::tool_calls(std::span<const ToolDeclaration> tools, const ToolCallOptions& options) {
+Grammar Grammar::tool_calls(std::span<const ToolDeclaration> tools, const ToolCallOptions& options,
+                            const GrammarLimits& limits) {
     if (tools.empty()) throw GrammarError("tools", "", "a tool-call grammar needs at least one tool");
     if (options.max_calls < 1 || options.max_calls > kMaxCalls)
         throw GrammarError("max_calls", "", "max_calls must be in [1, " + std::to_string(kMaxCalls) + "]");
-    GrammarBuilder b;
+    GrammarBuilder b(limits);
     JsonRules j(b);
     std::vector<int32_t> args;
     for (const auto& t : tools) args.push_back(arguments_rule(j, t));
@@ -110,7 +111,7 @@ Grammar Grammar::tool_calls(std::span<const ToolDeclaration> tools, const ToolCa
                             close_tag(b, xtml::kTools), close_tag(b, xtml::kMessage)});
     int32_t root = b.rule("tool turn", {turn});
     Grammar g(std::make_shared<GrammarRules>(b.finish(root)));
-    return options.thinking ? g.chat_response(true) : g;
+    return options.thinking ? g.chat_response(true, limits) : g;
 }
 
 }  // namespace k3

@@ -5,8 +5,8 @@
 namespace k3 {
 
 NextToken::NextToken(const NextTokenRules& rules)
-    : adjust_(rules.adjustments), sampler_(rules.sampling), end_tokens_(rules.end_tokens) {
-    if (rules.grammar) grammar_.emplace(*rules.grammar, rules.token_table);
+    : adjust_(rules.adjustments), grammar_(rules.grammar), sampler_(rules.sampling), end_tokens_(rules.end_tokens) {
+    if (grammar_) grammar_->reset();  // from the start, keeping its automaton and masks
 }
 
 // Penalties and biases first, then the grammar's mask over the adjusted scores (so a bias can

@@ -1,5 +1,8 @@
 #include "openai/error.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace k3::server {
 
 namespace {
@@ -23,6 +26,26 @@ const char* type_for_status(int status) {
 ApiError bad_request(const std::string& param, const std::string& message, const std::string& code) {
     return ApiError(400, "invalid_request_error", code, param, message);
 }
+
+namespace {
+
+// The serve setting that sets a budget (ops/daemon_settings.cpp): --grammar-max-NAME.
+std::string grammar_limit_flag(GrammarLimit limit) {
+    std::string flag = std::string("--grammar-max-") + grammar_limit_name(limit);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+}
+
+std::string refusal_message(const GrammarBudgetError& e) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.0f", e.limit_value());
+    return std::string(e.what()) + " (" + grammar_limit_flag(e.limit()) + " " + value + ")";
+}
+
+}  // namespace
+
+GrammarRefusal::GrammarRefusal(const std::string& param, const GrammarBudgetError& e)
+    : ApiError(400, "invalid_request_error", "grammar_too_large", param, refusal_message(e)), limit(e.limit()) {}
 
 json error_body(int status, const std::string& type, const std::string& code, const std::string& param,
                 const std::string& message) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "k3/grammar.h"
 #include "worker/job_outcome.h"
 
 namespace k3::server {
@@ -23,6 +24,14 @@ struct ApiError : std::runtime_error {
 };
 
 ApiError bad_request(const std::string& param, const std::string& message, const std::string& code = "invalid_value");
+
+// A request's grammar over one of its compile budgets: 400, code "grammar_too_large", the
+// message naming what passed which limit and the setting that raises it (--grammar-max-enum
+// 10000). The limit rides along so the route can count the refusal per limit in /metrics.
+struct GrammarRefusal : ApiError {
+    GrammarRefusal(const std::string& param, const GrammarBudgetError& e);
+    GrammarLimit limit;
+};
 json error_body(int status, const std::string& type, const std::string& code, const std::string& param,
                 const std::string& message);
 json error_body(const ApiError& e);

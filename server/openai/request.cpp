@@ -69,7 +69,7 @@ void parse_common(const json& body, const nlohmann::ordered_json* schemas, const
             adjust.bias.emplace_back(int32_t(id), float(it->get<double>()));
         }
     }
-    r.params.grammar = parse_response_format(body, schemas);
+    r.params.grammar = parse_response_format(body, schemas, limits.grammar);
     if (auto u = field(body, "user"); u && !u->is_string())
         throw bad_request("user", "'user' must be a string", "invalid_type");
 
@@ -447,7 +447,7 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
         ToolRequest forced = tools;
         forced.choice = ToolChoice::Required;
         try {
-            calls = tool_call_grammar(forced, options.thinking);
+            calls = tool_call_grammar(forced, options.thinking, limits.grammar);
             tools = std::move(forced);
         } catch (const ApiError& e) {
             spdlog::debug("new turn left to tool_choice auto: {}", e.what());
@@ -475,10 +475,11 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     r.params.chat = true;
     r.params.thinking = reasoning_first;
     // The grammar holds the response; with thinking on, free reasoning comes before it.
-    if (r.params.grammar) r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(reasoning_first));
+    if (r.params.grammar)
+        r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(reasoning_first, limits.grammar));
     // A required or named tool call is enforced the same way (its grammar covers thinking itself).
     // (A forced call is only made for a turn's start, never with continue_final_message.)
-    if (!calls) calls = tool_call_grammar(tools, reasoning_first);
+    if (!calls) calls = tool_call_grammar(tools, reasoning_first, limits.grammar);
     // The fewest output tokens that hold the call the client asked for (0: none asked).
     const int call_needs = calls && !turn_forced ? shortest_output(*calls) : 0;
     if (calls) {

@@ -33,6 +33,9 @@ struct ModelLimits {
     // --max-answer-mb and the vocabulary's per-token costs (openai/answer_limit.h).
     AnswerLimit answer;
     ImageRequestLimits images;  // what image parts may cost (docs/api.md "Images")
+    // What compiling the request's grammar may cost (--grammar-max-*); the route sets `started`
+    // when the request arrives, so its every compile step shares one time budget.
+    GrammarLimits grammar;
 };
 
 // Which OpenAI endpoint a request came through (decides the response shapes).

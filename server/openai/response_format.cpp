@@ -17,11 +17,14 @@ std::string schema_text(const json& schema, const nlohmann::ordered_json* schema
     return schema.dump();
 }
 
-std::shared_ptr<const Grammar> compile_schema(const json& schema, const std::string& text, const std::string& param) {
+std::shared_ptr<const Grammar> compile_schema(const json& schema, const std::string& text, const std::string& param,
+                                              const GrammarLimits& limits) {
     if (!schema.is_object() && !schema.is_boolean())
         throw bad_request(param, "'" + param + "' must be a JSON schema object", "invalid_type");
     try {
-        return std::make_shared<const Grammar>(Grammar::json_schema(text));
+        return std::make_shared<const Grammar>(Grammar::json_schema(text, limits));
+    } catch (const GrammarBudgetError& e) {
+        throw GrammarRefusal(param, e);
     } catch (const GrammarError& e) {
         // The message names the keyword and where it sits in the schema.
         throw bad_request(param, e.what(), "unsupported_schema");
@@ -30,7 +33,8 @@ std::shared_ptr<const Grammar> compile_schema(const json& schema, const std::str
 
 }  // namespace
 
-std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlohmann::ordered_json* schemas) {
+std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlohmann::ordered_json* schemas,
+                                                     const GrammarLimits& limits) {
     auto grammar_field = body.find("grammar");
     if (grammar_field != body.end() && !grammar_field->is_null())
         throw bad_request("grammar", "'grammar' (GBNF) is not supported; use response_format json_schema",
@@ -41,7 +45,8 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlo
     bool has_top_schema = top_schema != body.end() && !top_schema->is_null();
     if (has_rf && has_top_schema)
         throw bad_request("json_schema", "give either 'response_format' or 'json_schema', not both");
-    if (has_top_schema) return compile_schema(*top_schema, schema_text(*top_schema, schemas, "json_schema"), "json_schema");
+    if (has_top_schema)
+        return compile_schema(*top_schema, schema_text(*top_schema, schemas, "json_schema"), "json_schema", limits);
     if (!has_rf) return nullptr;
 
     const json& rf = *rf_it;
@@ -81,7 +86,7 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlo
     // strict or not, the schema is enforced (strict: false only lets OpenAI skip enforcement).
     const json schema = js.contains("schema") ? js["schema"] : json::object();
     std::string text = js.contains("schema") ? schema_text(schema, schemas, "response_format.json_schema.schema") : "{}";
-    return compile_schema(schema, text, "response_format.json_schema.schema");
+    return compile_schema(schema, text, "response_format.json_schema.schema", limits);
 }
 
 }  // namespace k3::server

@@ -123,7 +123,7 @@ void apply_tools(const ToolRequest& tools, ChatOptions& options, GenerationParam
     params.tools_json = options.tools_json;
 }
 
-std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking) {
+std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking, const GrammarLimits& limits) {
     if (!tools.any() || tools.choice != ToolChoice::Required) return nullptr;
     std::vector<ToolDeclaration> declarations;
     for (const auto& tool : tools.tools) {
@@ -136,7 +136,9 @@ std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool 
     options.thinking = thinking;
     options.max_calls = tools.parallel && tools.forced.empty() ? 16 : 1;
     try {
-        return std::make_shared<const Grammar>(Grammar::tool_calls(declarations, options));
+        return std::make_shared<const Grammar>(Grammar::tool_calls(declarations, options, limits));
+    } catch (const GrammarBudgetError& e) {
+        throw GrammarRefusal("tools", e);
     } catch (const GrammarError& e) {
         throw bad_request("tools", e.what(), "unsupported_schema");
     }

@@ -40,7 +40,7 @@ void apply_tools(const ToolRequest& tools, ChatOptions& options, GenerationParam
 // tool_choice "required" or a named function: the grammar that holds the turn to calls of the
 // declared (or the named) tools with arguments valid for their schemas (k3/grammar.h); null
 // otherwise. Throws a 400 naming a schema keyword the grammar engine does not enforce.
-std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking);
+std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking, const GrammarLimits& limits = {});
 
 // Calls made in the history, by id, so a tool result can name its call.
 class CallRegistry {

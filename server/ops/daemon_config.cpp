@@ -164,6 +164,16 @@ DaemonConfig parse_daemon_config(int argc, char** argv, bool* help) {
     return config;
 }
 
+GrammarLimits DaemonConfig::grammar_limits() const {
+    GrammarLimits g;
+    g.max_enum_values = size_t(grammar_max_enum);
+    g.max_literal_bytes = grammar_max_literal_bytes;
+    g.max_symbols = grammar_max_symbols;
+    g.max_states = grammar_max_states;
+    g.max_compile_ms = grammar_max_compile_ms;
+    return g;
+}
+
 EngineOptions DaemonConfig::engine_options() const {
     EngineOptions o;
     o.model_dir = model_dir;

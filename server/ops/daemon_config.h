@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "k3/engine.h"
+#include "k3/grammar.h"
 
 namespace k3::server {
 
@@ -55,6 +56,13 @@ struct DaemonConfig {
     int64_t image_max_bytes = 20ll << 20;      // an image's encoded size (docs/api.md "Images")
     int64_t image_max_pixels = 50'000'000;     // an image's stored width x height
     int images_per_request = 8;                // images in one request, every turn's counted
+    // What one request's grammar (response_format schema, required tool call) may cost to
+    // compile (k3/grammar.h GrammarLimits; docs/operations.md "Grammar budgets").
+    int grammar_max_enum = int(GrammarLimits{}.max_enum_values);
+    size_t grammar_max_literal_bytes = GrammarLimits{}.max_literal_bytes;
+    size_t grammar_max_symbols = GrammarLimits{}.max_symbols;
+    size_t grammar_max_states = GrammarLimits{}.max_states;
+    double grammar_max_compile_ms = GrammarLimits{}.max_compile_ms;
     int n_ctx = 0;                    // session context; 0 = min(model maximum, 32768)
     std::string log_format = "text";  // text | json
     std::string log_level = "info";
@@ -67,6 +75,8 @@ struct DaemonConfig {
 
     // The engine's view of this config.
     EngineOptions engine_options() const;
+    // The grammar compiler's budgets.
+    GrammarLimits grammar_limits() const;
     // Everything, for the startup log and GET /props (API keys masked).
     nlohmann::json to_json() const;
 };

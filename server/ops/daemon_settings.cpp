@@ -254,6 +254,26 @@ const std::vector<DaemonSetting>& daemon_settings() {
                     field(&D::image_max_pixels), 1, 1L << 40),
         int_setting("images_per_request", "N", "images in one request at most, every turn's counted (default 8)",
                     field(&D::images_per_request), 0, 4096),
+        int_setting("grammar_max_enum", "N",
+                    "values of one enum in a response_format or tool schema; more is a 400 grammar_too_large "
+                    "(default 10000)",
+                    field(&D::grammar_max_enum), 1, 10000000),
+        int_setting("grammar_max_literal_bytes", "N",
+                    "bytes of all enum and const values of one request's schema together; more is a 400 "
+                    "grammar_too_large (default 1048576)",
+                    field(&D::grammar_max_literal_bytes), 1, 1L << 32),
+        int_setting("grammar_max_symbols", "N",
+                    "size of one request's compiled grammar in symbols (a byte, control token or reference each); "
+                    "more is a 400 grammar_too_large (default 4194304)",
+                    field(&D::grammar_max_symbols), 64, 1L << 32),
+        int_setting("grammar_max_states", "N",
+                    "states of one request's grammar automaton; more while compiling is a 400 grammar_too_large, "
+                    "while generating an error event (default 65536)",
+                    field(&D::grammar_max_states), 16, 1L << 26),
+        double_setting("grammar_max_compile_ms", "MS",
+                       "time to compile one request's grammar on its HTTP thread (rules, automaton, first mask); "
+                       "longer is a 400 grammar_too_large (default 5000)",
+                       field(&D::grammar_max_compile_ms), 1, 3.6e6),
         int_setting("n_ctx", "N", "context size in tokens, 0 = min(model maximum, 32768) (default 0)", field(&D::n_ctx), 0,
                     1L << 30),
         string_setting("model_alias", "NAME", "model id to report (default: the directory name)", field(&D::model_alias)),

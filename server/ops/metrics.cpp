@@ -122,6 +122,23 @@ void Metrics::count_slow_client() {
     ++slow_clients_;
 }
 
+void Metrics::count_grammar_refusal(GrammarLimit limit) {
+    std::lock_guard lock(mutex_);
+    ++grammar_refusals_[limit];
+}
+
+void Metrics::grammar_compile_started() {
+    std::lock_guard lock(mutex_);
+    ++grammar_compiles_;
+}
+
+void Metrics::grammar_compile_ended(double seconds) {
+    std::lock_guard lock(mutex_);
+    --grammar_compiles_;
+    ++grammar_compiled_;
+    grammar_compile_seconds_ += seconds;
+}
+
 void Metrics::count_ignored(size_t fields, size_t tools) {
     std::lock_guard lock(mutex_);
     ignored_fields_ += fields;
@@ -211,6 +228,20 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:slow_client_cancellations_total", "counter",
                  "Jobs cancelled because their client did not take their output (--client-buffer-kb).",
                  double(slow_clients_));
+    out += "# HELP k3serve:grammar_refusals_total Request grammars refused for passing a budget (--grammar-max-*).\n"
+           "# TYPE k3serve:grammar_refusals_total counter\n";
+    for (GrammarLimit limit : kAllGrammarLimits) {
+        auto it = grammar_refusals_.find(limit);
+        out += std::string("k3serve:grammar_refusals_total{limit=\"") + grammar_limit_name(limit) + "\"} " +
+               std::to_string(it == grammar_refusals_.end() ? 0 : it->second) + "\n";
+    }
+    write_metric(out, "k3serve:grammar_compiles_in_progress", "gauge",
+                 "Request grammars being compiled on HTTP threads now (never on the engine worker).",
+                 double(grammar_compiles_));
+    write_metric(out, "k3serve:grammar_compiles_total", "counter", "Request grammars compiled (refused ones too).",
+                 double(grammar_compiled_));
+    write_metric(out, "k3serve:grammar_compile_seconds_total", "counter",
+                 "Time spent compiling request grammars on HTTP threads.", grammar_compile_seconds_);
     write_metric(out, "k3serve:ignored_fields_total", "counter",
                  "Request fields this server does not know, ignored (their names are logged at debug level).",
                  double(ignored_fields_));

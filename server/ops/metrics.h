@@ -12,6 +12,7 @@
 
 #include "http/connection_table.h"
 #include "k3/engine.h"
+#include "k3/grammar.h"
 
 namespace k3::server {
 
@@ -66,6 +67,7 @@ std::string render_connection_figures(const ConnectionFigures& f);
 // The label value in /metrics ("ok", "rejected_full", ...).
 const char* outcome_label(RequestOutcome outcome);
 
+
 class Metrics {
 public:
     Metrics();
@@ -76,6 +78,11 @@ public:
     void count_tool_call_parse_failure();
     // A job was cancelled because its client did not take its output (--client-buffer-kb).
     void count_slow_client();
+    // A request's grammar was refused for passing one of its budgets (k3/grammar.h).
+    void count_grammar_refusal(GrammarLimit limit);
+    // Grammars being compiled on HTTP threads now (up, then down, around each compile).
+    void grammar_compile_started();
+    void grammar_compile_ended(double seconds);
     // The tolerance policy (openai/fields.h): fields ignored, tools left out of the prompt, and
     // output limits lowered to what the context leaves.
     void count_ignored(size_t fields, size_t tools);
@@ -99,6 +106,10 @@ private:
     std::map<RequestOutcome, uint64_t> requests_;
     uint64_t tool_call_parse_failures_ = 0;
     uint64_t slow_clients_ = 0;
+    std::map<GrammarLimit, uint64_t> grammar_refusals_;
+    int grammar_compiles_ = 0;
+    uint64_t grammar_compiled_ = 0;
+    double grammar_compile_seconds_ = 0;
     uint64_t ignored_fields_ = 0, ignored_tools_ = 0, max_tokens_clamped_ = 0;
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, generated_seconds_ = 0;

@@ -48,6 +48,9 @@ struct GenerationParams {
     bool parallel_tool_calls = true;     // false: the turn ends after its first call
     std::string tools_json;              // the declared tools (chat layout), for the call grammar
     std::shared_ptr<const Grammar> grammar;  // constrained output (response_format); null = free
+    // The grammar compiled (automaton and first mask) on the HTTP thread before the job is
+    // queued (generation_route.cpp), so the worker only runs it; set whenever `grammar` is.
+    std::shared_ptr<GrammarMatcher> compiled_grammar;
 };
 
 struct Job {

@@ -448,8 +448,10 @@ void EngineWorker::start_choice(Slot& slot, int choice) {
     rules.sampling = p.sampling;
     rules.sampling.seed += uint64_t(choice);
     rules.adjustments = p.adjustments;
-    rules.grammar = p.grammar.get();
-    rules.token_table = token_table_;
+    // Compiled by the HTTP thread that queued the job: compiling here would hold every other
+    // stream (issue 21 row 4).
+    if (p.grammar && !p.compiled_grammar) throw Error(ErrorKind::Runtime, "the job's grammar was not compiled before it was queued");
+    rules.grammar = p.compiled_grammar;
     if (!p.ignore_eos) rules.end_tokens.assign(end_ids_.begin(), end_ids_.end());
     rules.end_tokens.insert(rules.end_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
     slot.next.emplace(rules);

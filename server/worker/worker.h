@@ -55,7 +55,8 @@ public:
     void cancel_current(CancelReason reason);
     bool busy() const { return busy_.load(); }
     uint64_t jobs_finished() const { return jobs_finished_.load(); }
-    const TokenTable& token_table() const { return *token_table_; }
+    // What each token spells (built at start-up): the HTTP threads compile grammars over it.
+    std::shared_ptr<const TokenTable> token_table() const { return token_table_; }
 
 private:
     struct Slot;

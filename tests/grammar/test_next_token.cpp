@@ -56,8 +56,7 @@ TEST_CASE("next token: the grammar masks the adjusted scores, and a walk ends in
         rules.sampling.temperature = 1.0f;
         rules.sampling.seed = seed;
         rules.adjustments.bias = {{letter_x, 1000.0f}};
-        rules.grammar = &g;
-        rules.token_table = table;
+        rules.grammar = std::make_shared<GrammarMatcher>(g, table);
         rules.end_tokens = end_ids(*tok);
         NextToken step(rules);
         CHECK(step.constrained());

@@ -8,7 +8,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,8 +20,10 @@ namespace k3 {
 struct NextTokenRules {
     SamplingParams sampling;                  // default: greedy
     LogitAdjustments adjustments;             // default: none (the logits are not copied)
-    const Grammar* grammar = nullptr;         // constrained output; null = free
-    std::shared_ptr<const TokenTable> token_table;  // what each token spells (with a grammar)
+    // Constrained output: the grammar's matcher, compiled beforehand by whoever builds the
+    // request (the daemon: on the HTTP thread, so the worker only runs it), reset by the step,
+    // which is then its only user until it ends (n choices run one after another). Null = free.
+    std::shared_ptr<GrammarMatcher> grammar;
     std::vector<int32_t> end_tokens;          // tokens that end the generation (not its text)
 };
 
@@ -39,13 +40,13 @@ public:
     // this one included (a grammar then only allows what it can still complete within them).
     Choice choose(std::span<const float> logits, int tokens_left);
 
-    bool constrained() const { return grammar_.has_value(); }
+    bool constrained() const { return grammar_ != nullptr; }
     // The grammar holds the output complete and nothing may follow (false when unconstrained).
     bool output_complete() const { return grammar_ && grammar_->finished(); }
 
 private:
     LogitAdjuster adjust_;
-    std::optional<GrammarMatcher> grammar_;
+    std::shared_ptr<GrammarMatcher> grammar_;
     Sampler sampler_;
     std::vector<int32_t> end_tokens_;
     std::vector<float> masked_;  // the masked scores of one step
