@@ -109,7 +109,7 @@ test('what the server cannot honour is a 400 naming it', async () => {
     textClient.responses.create({ model: 'fake', input: 'x', ...extra }),
     (e) => e instanceof OpenAI.BadRequestError && re.test(e.message), JSON.stringify(extra));
   await bad({ previous_response_id: 'resp_123' }, /previous_response_id/);
-  await bad({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, /input_text/);
+  await bad({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, /image/);
   await bad({ background: true }, /background/);
 });
 
