@@ -16,6 +16,18 @@ std::string format_number(double v) {
     return buf;
 }
 
+// A counter with one series per value of an enum (every value written, 0 when never counted):
+// name{label="value_name"} count.
+template <class Key, size_t N, class NameOf>
+void write_counter_by(std::string& out, const std::string& name, const std::string& help, const char* label,
+                      const Key (&keys)[N], const std::map<Key, uint64_t>& counts, NameOf name_of) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
+    for (Key key : keys) {
+        auto it = counts.find(key);
+        out += name + "{" + label + "=\"" + name_of(key) + "\"} " + std::to_string(it == counts.end() ? 0 : it->second) + "\n";
+    }
+}
+
 }  // namespace
 
 void write_metric(std::string& out, const std::string& name, const char* type, const std::string& help,
@@ -216,25 +228,16 @@ std::string Metrics::render(size_t queue_depth, size_t queue_capacity, bool read
     write_metric(out, "k3serve:prompt_tokens_cached_total", "counter",
                  "Prompt tokens reused (a slot's live state or the shared prompt cache) instead of recomputed.", double(cached_tokens_));
 
-    out += "# HELP k3serve:requests_total Finished requests by outcome.\n# TYPE k3serve:requests_total counter\n";
-    for (RequestOutcome outcome : kAllRequestOutcomes) {
-        auto it = requests_.find(outcome);
-        out += std::string("k3serve:requests_total{outcome=\"") + outcome_label(outcome) + "\"} " +
-               std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
-    }
+    write_counter_by(out, "k3serve:requests_total", "Finished requests by outcome.", "outcome", kAllRequestOutcomes,
+                     requests_, outcome_label);
     write_metric(out, "k3serve:tool_call_parse_failures_total", "counter",
                  "Model outputs whose tool calls could not be parsed (returned as content instead).",
                  double(tool_call_parse_failures_));
     write_metric(out, "k3serve:slow_client_cancellations_total", "counter",
                  "Jobs cancelled because their client did not take their output (--client-buffer-kb).",
                  double(slow_clients_));
-    out += "# HELP k3serve:grammar_refusals_total Request grammars refused for passing a budget (--grammar-max-*).\n"
-           "# TYPE k3serve:grammar_refusals_total counter\n";
-    for (GrammarLimit limit : kAllGrammarLimits) {
-        auto it = grammar_refusals_.find(limit);
-        out += std::string("k3serve:grammar_refusals_total{limit=\"") + grammar_limit_name(limit) + "\"} " +
-               std::to_string(it == grammar_refusals_.end() ? 0 : it->second) + "\n";
-    }
+    write_counter_by(out, "k3serve:grammar_refusals_total", "Request grammars refused for passing a budget (--grammar-max-*).",
+                     "limit", kAllGrammarLimits, grammar_refusals_, grammar_limit_name);
     write_metric(out, "k3serve:grammar_compiles_in_progress", "gauge",
                  "Request grammars being compiled on HTTP threads now (never on the engine worker).",
                  double(grammar_compiles_));

@@ -10,6 +10,7 @@
 
 #include "common/daemon.h"
 #include "common/model_cache.h"
+#include "post_json.h"
 
 using namespace k3::test;
 using nlohmann::json;
@@ -33,11 +34,8 @@ TEST_CASE("tiny model: a whole answer that could pass --max-answer-mb is a 400 n
     // longest token, over the 1 MiB limit.
     json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"n", 16}, {"max_tokens", 256},
                  {"logprobs", true}, {"top_logprobs", 20}, {"ignore_eos", true}, {"temperature", 1}};
-    auto refused = c.Post("/v1/chat/completions", chat.dump(), "application/json");
-    REQUIRE(refused);
-    INFO(refused->body);
-    CHECK(refused->status == 400);
-    json error = json::parse(refused->body)["error"];
+    json error = post(c, "/v1/chat/completions", chat, 400)["error"];
+    INFO(error.dump());
     CHECK(error["code"] == "answer_too_large");
     CHECK(error["param"] == "max_tokens");
     const std::string message = error["message"];

@@ -10,6 +10,7 @@
 
 #include "common/daemon.h"
 #include "common/loopback_socket.h"
+#include "common/metric_value.h"
 #include "common/model_cache.h"
 #include "common/wait.h"
 
@@ -17,17 +18,6 @@ using namespace k3::test;
 using nlohmann::json;
 
 namespace {
-
-// The value of an unlabelled series in a /metrics exposition (-1 when absent).
-double metric(httplib::Client& c, const std::string& name) {
-    auto r = c.Get("/metrics");
-    if (!r) return -1;
-    std::istringstream in(r->body);
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-    return -1;
-}
 
 int n_ctx(httplib::Client& c) {
     auto r = c.Get("/props");
@@ -73,7 +63,7 @@ TEST_CASE("tiny model: a client that stops reading is cancelled alone at its buf
     LoopbackSocket stalled(d.port(), 4096);
     REQUIRE(stalled.ok());
     REQUIRE(stalled.send(json_post("/v1/completions", stalled_request.dump())));
-    REQUIRE(eventually([&] { return metric(c, "llamacpp:requests_processing") == 1; }, std::chrono::seconds(60)));
+    REQUIRE(eventually([&] { return metric_value(c, "llamacpp:requests_processing") == 1; }, std::chrono::seconds(60)));
 
     // The other stream's whole output (~0.1 MB of events) is below the budget, so however late
     // its reader runs it is never cut; it must get every token while the stalled one is held.
@@ -88,7 +78,7 @@ TEST_CASE("tiny model: a client that stops reading is cancelled alone at its buf
     CHECK(finish == "length");
 
     // The stalled stream was cancelled, counted and logged.
-    CHECK(eventually([&] { return metric(c, "k3serve:slow_client_cancellations_total") == 1; }));
+    CHECK(eventually([&] { return metric_value(c, "k3serve:slow_client_cancellations_total") == 1; }));
     // The log line reaches the test through the daemon's stderr pipe and the reader thread
     // (common/daemon.h), possibly after the counter moved: wait for it.
     CHECK(eventually([&] { return d.log().find("its client took none of the last 256 KiB of output") != std::string::npos; }));
@@ -127,7 +117,7 @@ TEST_CASE("tiny model: an idle flood cannot lock the door: the oldest idle conne
     REQUIRE(m);
     CHECK(m->status == 200);
     INFO(m->body);
-    CHECK(metric(c, "k3serve:http_connections_open") <= 48 + 1);
+    CHECK(metric_value(c, "k3serve:http_connections_open") <= 48 + 1);
     // The oldest were closed first; the newest still wait.
     CHECK(flood.front()->read_to_close(20000).empty());
     CHECK(flood.front()->closed());
@@ -147,11 +137,11 @@ TEST_CASE("tiny model: at the total cap with nobody idle, /health and /metrics a
         REQUIRE(busy.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
     }
     auto c = d.client();
-    REQUIRE(eventually([&] { return metric(c, "k3serve:http_connections_open") >= 8; }));
+    REQUIRE(eventually([&] { return metric_value(c, "k3serve:http_connections_open") >= 8; }));
     auto health = c.Get("/health");
     REQUIRE(health);
     CHECK(health->status == 200);
-    CHECK(metric(c, "k3serve:http_connections_open") >= 8);
+    CHECK(metric_value(c, "k3serve:http_connections_open") >= 8);
     auto completion = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
     REQUIRE(completion);
     CHECK(completion->status == 503);
@@ -189,7 +179,7 @@ TEST_CASE("tiny model: an idle flood beside normal traffic: 400 silent and half-
         REQUIRE(flood.back()->ok());
         if (i % 4 == 3) REQUIRE(flood.back()->send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
     }
-    REQUIRE(eventually([&] { return metric(c, "k3serve:http_connections_open") >= flood_size; }));
+    REQUIRE(eventually([&] { return metric_value(c, "k3serve:http_connections_open") >= flood_size; }));
 
     const int tokens = 256;
     struct Answer {
@@ -219,7 +209,7 @@ TEST_CASE("tiny model: an idle flood beside normal traffic: 400 silent and half-
     auto m = c.Get("/metrics");
     REQUIRE(m);
     INFO(m->body);
-    CHECK(metric(c, "k3serve:http_connections_open") >= flood_size);
+    CHECK(metric_value(c, "k3serve:http_connections_open") >= flood_size);
     CHECK(m->body.find("k3serve:http_connections_closed_total{reason=\"evicted_idle\"} 0\n") != std::string::npos);
     CHECK(m->body.find("k3serve:http_connections_closed_total{reason=\"refused_total\"} 0\n") != std::string::npos);
     // A half-sent head, finished, is served.

@@ -17,6 +17,7 @@
 #include "common/metric_value.h"
 #include "common/model_cache.h"
 #include "common/wait.h"
+#include "post_json.h"
 
 using namespace k3::test;
 using nlohmann::json;
@@ -29,11 +30,8 @@ TEST_CASE("tiny model: a schema no finite value satisfies is a 400 naming it, no
     const json schema = {{"type", "object"}, {"properties", {{"next", {{"$ref", "#"}}}}}, {"required", {"next"}}};
     const json request = {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"max_tokens", 8},
                           {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "loop"}, {"schema", schema}}}}}};
-    auto r = c.Post("/v1/chat/completions", request.dump(), "application/json");
-    REQUIRE(r);
-    INFO(r->body);
-    CHECK(r->status == 400);
-    json error = json::parse(r->body)["error"];
+    json error = post(c, "/v1/chat/completions", request, 400)["error"];
+    INFO(error.dump());
     CHECK(error["type"] == "invalid_request_error");
     CHECK(error["message"].get<std::string>().find("no finite value satisfies this schema") != std::string::npos);
     // The same schema with the recursion optional is served.
@@ -68,10 +66,7 @@ TEST_CASE("tiny model: a 60,000-string enum is a 400 grammar_too_large naming --
     std::string model = cached_model("tiny");
     DaemonProcess d({model, "--port", "0", "--threads", "1"});
     auto c = d.client();
-    auto r = c.Post("/v1/chat/completions", enum_request(prefixed_enum(60000)).dump(), "application/json");
-    REQUIRE(r);
-    CHECK(r->status == 400);
-    json error = json::parse(r->body)["error"];
+    json error = post(c, "/v1/chat/completions", enum_request(prefixed_enum(60000)), 400)["error"];
     INFO(error.dump());
     CHECK(error["type"] == "invalid_request_error");
     CHECK(error["code"] == "grammar_too_large");
@@ -98,10 +93,7 @@ TEST_CASE("tiny model: every grammar budget is a daemon setting; one lowered ref
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--grammar-max-literal-bytes", "4096"});
     auto c = d.client();
     // 200 values of about 45 bytes: 9 KB of enum text, over 4096 bytes.
-    auto r = c.Post("/v1/chat/completions", enum_request(prefixed_enum(200)).dump(), "application/json");
-    REQUIRE(r);
-    CHECK(r->status == 400);
-    json error = json::parse(r->body)["error"];
+    json error = post(c, "/v1/chat/completions", enum_request(prefixed_enum(200)), 400)["error"];
     INFO(error.dump());
     CHECK(error["code"] == "grammar_too_large");
     CHECK(error["message"].get<std::string>().find("(--grammar-max-literal-bytes 4096)") != std::string::npos);
