@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
         }
     }
     const auto dir = std::filesystem::temp_directory_path() / ("bench-grammar-compile-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);  // write_tokenizer_files writes into it, it does not make it
     k3::write_tokenizer_files(k3::build_synthetic_vocab(vocab), dir);
     auto tok = k3::Tokenizer::load(dir);
     std::filesystem::remove_all(dir);
