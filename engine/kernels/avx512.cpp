@@ -67,19 +67,20 @@ inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_
     _mm_storeu_ps(out + 3 * out_stride, _mm512_extractf32x4_ps(rows, 3));
 }
 
-// A matmul tile's R x TB sums into Y[t * y_stride + r]: the 4x4 tile by one shared tree for its
-// 16 sums, the others one reduce_lanes each (the same bits either way).
+// A matmul tile's R x TB sums into Y[t * y_stride + r]: with 4 rows, tokens 0-3 by one shared
+// tree for their 16 sums, the others one reduce_lanes each (the same bits either way).
 template <int R, int TB>
 inline void store_tile_sums(const __m512 (&acc)[R][TB], float* Y, int64_t y_stride) {
-    if constexpr (R == 4 && TB == 4) {
+    int first_single = 0;
+    if constexpr (R == 4 && TB >= 4) {
         __m512 by_token[4][4];
         for (int r = 0; r < 4; ++r)
             for (int t = 0; t < 4; ++t) by_token[t][r] = acc[r][t];
         reduce_lanes_4x4(by_token, Y, y_stride);
-    } else {
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
+        first_single = 4;
     }
+    for (int r = 0; r < R; ++r)
+        for (int t = first_single; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
@@ -135,11 +136,13 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
 // 2 or 4 rows interleaved (measured: 0.9 against 0.6-0.7 of the streaming bandwidth for rows
 // up to 4096 wide), and one fma chain per 16 columns still computes about twice as fast as one
 // core's share of memory bandwidth.
-// Several tokens (prefill, MoE batches): 4 rows x 4 tokens per tile, 16 accumulators, so each
-// weight load feeds 4 fmas and each activation load 4 more; the activations of a pass of
-// tokens stay in L2 and every weight row is read from DRAM once per pass.
+// Several tokens (prefill, MoE batches): 4 rows x 6 tokens per tile, 24 accumulators, so each
+// weight load (and its widening) feeds 6 fmas and each activation load 4; the activations of a
+// pass of tokens stay in L2 and every weight row is read from DRAM once per pass. 4 x 6 against
+// 4 x 4: 0.86 against 0.75-0.79 of the FMA peak for a 7168-wide matrix, one thread, 24-48
+// tokens a pass (docs/performance.md, "Prefill matmuls against the FMA peak").
 constexpr int kBf16Rows = 4;
-constexpr int kBf16Tokens = 4;
+constexpr int kBf16Tokens = 6;
 
 // Rows [R rows starting at W] for tokens t0..t1 of X/Y.
 template <int R>
@@ -149,6 +152,8 @@ void bf16_row_block(const uint16_t* W, const float* X, float* Y, int64_t rows, i
     for (; t + kBf16Tokens <= t1; t += kBf16Tokens)
         bf16_tile<R, kBf16Tokens>(W, cols, X + t * cols, cols, Y + t * rows, rows);
     switch (t1 - t) {
+        case 5: bf16_tile<R, 5>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
+        case 4: bf16_tile<R, 4>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
         case 3: bf16_tile<R, 3>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
         case 2: bf16_tile<R, 2>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
         case 1: bf16_tile<R, 1>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;

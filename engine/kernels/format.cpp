@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "kernels/kernel_sets.h"
 
 namespace k3 {
@@ -11,6 +13,14 @@ namespace k3 {
 float e8m0_to_float(uint8_t s) {
     if (s == 255) return 0.0f;  // E8M0 NaN: the whole group decodes to zero (docs/model.md "Numerics")
     return std::ldexp(1.0f, static_cast<int>(s) - 127);
+}
+
+int64_t l2_cache_bytes() {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);  // glibc: from cpuid on x86, 0 or -1 if unknown
+    if (bytes > 0) return bytes;
+#endif
+    return 256 * 1024;
 }
 
 float softmax_exp(float x) {

@@ -12,6 +12,7 @@
 //  - sums over positions or key channels (attention values, KDA reads) are one fused
 //    multiply-add chain per output element, in increasing position / channel.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -91,12 +92,22 @@ struct alignas(32) MagnitudeXorCodeRow {
 };
 const MagnitudeXorCodeRow* magnitude_xor_code_table();  // [256]
 
+// This core's L2 in bytes (sysconf, read once), or 256 KiB where the system does not say.
+int64_t l2_cache_bytes();
+
 // Tokens per pass of a matmul: the activations of one pass (tokens x cols fp32) should stay
-// in L2 while every weight row streams past them once.
+// in L2 while every weight row streams past them once, so the weights come from DRAM once per
+// pass. Three quarters of the L2 (the rest holds the weight rows of a tile and the outputs):
+// on a 1 MiB L2 a 7168-wide matrix takes 24 tokens a pass, where a fixed 256 KiB gave 8 and
+// left the matmul waiting on DRAM (docs/performance.md, "Prefill matmuls against the FMA
+// peak"). A multiple of 12, so that 4- and 6-token tiles both divide it; 4 to 64 tokens.
+// Each (row, token) keeps its own accumulator, so the pass never changes a result's bits.
 inline int64_t matmul_token_tile(int64_t cols) {
-    const int64_t budget_bytes = 256 * 1024;
-    const int64_t tile = (budget_bytes / (cols * 4)) & ~int64_t{3};
-    return tile < 4 ? 4 : (tile > 64 ? 64 : tile);
+    static const int64_t budget_bytes = std::max<int64_t>(256 * 1024, l2_cache_bytes() * 3 / 4);
+    const int64_t tokens = budget_bytes / (cols * 4);
+    if (tokens >= 64) return 64;
+    if (tokens >= 12) return tokens / 12 * 12;
+    return std::max<int64_t>(4, tokens & ~int64_t{3});
 }
 
 #if K3_HAVE_AVX2
