@@ -4,7 +4,8 @@
 // tool use, so the call goes out, its result comes back and the turn ends), then runs again from
 // the history the first run returned: that history carries the SDK's own output items
 // (annotations, refusal, status, ids), which the daemon must take back. Each answer validates
-// against ../shared/data/openai-openapi.json (openapi.mjs).
+// against ../shared/data/openai-openapi.json (openapi.mjs); without that file (a clone without
+// ../shared beside it) the runs go unchecked and the test of their schemas skips, naming it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -13,7 +14,7 @@ import {
   Agent, run, tool, user, setTracingDisabled, OpenAIChatCompletionsModel,
 } from '@openai/agents';
 import { startDaemon } from './daemon.mjs';
-import { validatingFetch, checked } from './openapi.mjs';
+import { validatingFetch, checked, specMissing } from './openapi.mjs';
 
 setTracingDisabled(true);
 
@@ -27,9 +28,10 @@ for (const [api, makeModel] of [
   ['chat completions', (client) => new OpenAIChatCompletionsModel(client, 'gpt-5')],
 ]) {
   test(`agents SDK (${api}): a tool round trip, then a second run from the first run's history`, async () => {
-    // Every answer the SDK is given is checked against OpenAI's published schemas on the way.
-    const client = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'unused', maxRetries: 0, fetch: validatingFetch() });
-    const before = checked.answers + checked.events;
+    // Every answer the SDK is given is checked against OpenAI's published schemas on the way
+    // (when the description is there: the next test reports it).
+    const client = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'unused', maxRetries: 0,
+      fetch: specMissing() ? fetch : validatingFetch() });
     const seen = [];
     const weather = tool({
       name: 'get_weather',
@@ -53,6 +55,10 @@ for (const [api, makeModel] of [
     assert.equal(typeof second.finalOutput, 'string');
     assert.ok(second.history.length > first.history.length);
     assert.ok(second.rawResponses.length >= 1);
-    assert.ok(checked.answers + checked.events - before >= 4, JSON.stringify(checked));
   });
 }
+
+test("agents SDK: every answer of the runs above conforms to OpenAI's published schemas", { skip: specMissing() }, () => {
+  // The validating fetch threw (failing the run) on any answer or event that does not conform.
+  assert.ok(checked.answers + checked.events >= 4, JSON.stringify(checked));
+});

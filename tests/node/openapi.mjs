@@ -2,12 +2,16 @@
 // (../shared/data/openai-openapi.json beside the repository, OpenAPI 3.1 = JSON Schema 2020-12):
 // `check(name, value)` throws naming the schema, the path and the rule a value breaks. One
 // validator for every test: `validatingFetch` wraps fetch for the openai SDK and checks each
-// JSON answer and each streamed event by the route it came from.
+// JSON answer and each streamed event by the route it came from. The file is not part of the
+// repository (CI has ../shared beside its clone, a user's clone has not): a test that needs it
+// skips with `{ skip: specMissing() }`, which names the file.
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import Ajv2020 from 'ajv/dist/2020.js';
 
-export const specPath = path.resolve(process.env.K3_SOURCE_DIR ?? '.', '..', 'shared', 'data', 'openai-openapi.json');
+// ctest sets K3_SHARED_DIR (the cmake setting of that name, default ../shared beside the sources).
+const sharedDir = process.env.K3_SHARED_DIR ?? path.join(process.env.K3_SOURCE_DIR ?? '.', '..', 'shared');
+export const specPath = path.resolve(sharedDir, 'data', 'openai-openapi.json');
 let ajv = null, schemas = null;
 
 function validator(name) {
@@ -45,7 +49,9 @@ function member(name, value) {
   throw new Error(`${name}: no member with ${prop} ${JSON.stringify(value?.[prop])}`);
 }
 
-export const haveSpec = () => existsSync(specPath);
+// false when the description is there; else why a test that needs it skips (node:test's `skip`).
+export const specMissing = () =>
+  existsSync(specPath) ? false : `needs ${specPath} (from ../shared beside the repository, as CI has it): not found`;
 
 // Throws, and says so on stderr too: inside the SDK's fetch a throw becomes a bare
 // 'Connection error.'.
