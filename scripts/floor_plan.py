@@ -11,7 +11,7 @@ first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tm
                      one that includes none; the floors of a top folder are its highest + 1
   upward includes    the facade `k3/engine.h` included from below it (engine/ outside api/: the
                      engine's layers must not depend on what is built over them), or a folder of
-                     server/ including the server's root (the routes and the daemon's wiring)
+                     server/ including the server's root (the route table and the daemon's wiring)
   largest functions  the longest function bodies in engine/ and server/ (lines, from universal-ctags)
 
 --check (ctest `floor_plan`): exits 1 when there is an include cycle, between files or between

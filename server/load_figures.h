@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "server_state.h"
+#include "routes/server_state.h"
 
 namespace k3::server {
 

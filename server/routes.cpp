@@ -4,17 +4,17 @@
 
 #include <algorithm>
 
-#include "generation_route.h"
+#include "routes/generation_route.h"
 #include "http/http_server.h"
-#include "info_routes.h"
+#include "routes/info_routes.h"
 #include "k3/error.h"
 #include "load_figures.h"
-#include "request_gate.h"
-#include "route_reply.h"
-#include "status.h"
-#include "token_routes.h"
+#include "routes/request_gate.h"
+#include "routes/route_reply.h"
+#include "routes/status.h"
+#include "routes/token_routes.h"
 #include "web_assets.h"
-#include "web_ui_route.h"
+#include "routes/web_ui_route.h"
 
 namespace k3::server {
 

@@ -1,13 +1,13 @@
 // Router: the daemon's routes on the HTTP server (http/http_server.h), in one table: every
 // request passes the RequestGate (host, CORS, JSON bodies, key, loading), then its route
 // (info_routes, token_routes, web_ui_route, generation_route), inside one wrapper that turns
-// anything thrown into an error in the API's shape (route_reply.h). Handlers run on the HTTP
+// anything thrown into an error in the API's shape (routes/route_reply.h). Handlers run on the HTTP
 // server's handler threads; they parse, validate, tokenize, enqueue a Job and stream its channel.
 #pragma once
 #include <memory>
 #include <string>
 
-#include "server_state.h"
+#include "routes/server_state.h"
 
 namespace k3::server {
 

@@ -20,14 +20,14 @@
 #include <mutex>
 #include <thread>
 
-#include "ops/daemon_config.h"
+#include "settings/daemon_config.h"
 #include "load_figures.h"
 #include "ops/agent_port.h"
 #include "routes.h"
 #include "k3/error.h"
 #include "k3/tokenizer.h"
 #include "ops/memory_lock.h"
-#include "server_state.h"
+#include "routes/server_state.h"
 #include "ops/systemd_notify.h"
 #include "worker/worker.h"
 

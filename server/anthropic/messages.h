@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "openai/request.h"
-#include "openai/response.h"
+#include "wire/generation_request.h"
+#include "wire/responder.h"
 
 namespace k3::server {
 

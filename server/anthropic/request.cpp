@@ -2,12 +2,13 @@
 // blocks, user/assistant/system turns, tool_use/tool_result blocks, tools with input_schema,
 // tool_choice, thinking, effort) and validated by the chat parser, so Messages, chat completions
 // and Responses render, sample and call tools identically. Fields this server does not know are
-// ignored and counted (openai/fields.h); cache_control, metadata and context_management are
+// ignored and counted (wire/fields.h); cache_control, metadata and context_management are
 // known and change nothing here (the prompt cache works without being asked).
 #include <climits>
 
 #include "anthropic/messages.h"
-#include "openai/fields.h"
+#include "openai/request.h"
+#include "wire/fields.h"
 
 namespace k3::server {
 

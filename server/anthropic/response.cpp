@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "anthropic/messages.h"
-#include "openai/base64.h"
+#include "wire/base64.h"
 #include "http/sse.h"
 #include "k3/fnv1a.h"
 

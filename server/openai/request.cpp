@@ -7,9 +7,9 @@
 
 #include "k3/error.h"
 #include "k3/grammar_shortest.h"
-#include "openai/fields.h"
+#include "wire/fields.h"
 #include "openai/tools.h"
-#include "openai/response_format.h"
+#include "wire/response_format.h"
 
 namespace k3::server {
 
@@ -511,6 +511,5 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     return r;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace k3::server

@@ -1,85 +1,20 @@
-// The OpenAI layer: OpenAI JSON <-> the server's domain structs. This header parses and
-// validates requests (everything that can be checked before a job is queued);
-// openai/response.h shapes the worker's events into response bodies and stream chunks;
-// openai/error.h owns every error body and HTTP status. No sockets in here: routes.cpp calls
-// these and owns the connections.
+// The OpenAI chat/completions and completions requests: their JSON parsed and validated into the
+// wire layer's GenerationRequest (wire/generation_request.h), everything that can be checked
+// before a job is queued. The Responses and Messages APIs translate their bodies into the chat
+// request they mean and parse it here.
 #pragma once
 #include <nlohmann/json.hpp>
-#include <string>
-#include <string_view>
-#include <vector>
 
-#include "worker/job.h"
-#include "k3/chat.h"
 #include "k3/tokenizer.h"
-#include "openai/answer_limit.h"
-#include "openai/error.h"
-#include "openai/image_input.h"
+#include "wire/generation_request.h"
 
 namespace k3::server {
 
-// What validation needs to know about the served model.
-struct ModelLimits {
-    std::string model_name;
-    int n_ctx = 0;             // session context
-    int max_prompt_tokens = 0; // <= n_ctx - 1
-    int n_vocab = 0;
-    // --strict-model-name: a request naming another model is a 404. Otherwise any name is
-    // served by the one loaded model and echoed back (agents hard-code names like gpt-5).
-    bool strict_model_name = false;
-    // --new-turn-tool-choice required: tool_choice auto becomes required on a turn's first
-    // request (docs/api.md, "Tools"; docs/agents.md).
-    bool new_turn_tool_required = false;
-    // --max-answer-mb and the vocabulary's per-token costs (openai/answer_limit.h).
-    AnswerLimit answer;
-    ImageRequestLimits images;  // what image parts may cost (docs/api.md "Images")
-    // What compiling the request's grammar may cost (--grammar-max-*); the route sets `started`
-    // when the request arrives, so its every compile step shares one time budget.
-    GrammarLimits grammar;
-};
-
-// Which OpenAI endpoint a request came through (decides the response shapes).
-enum class Endpoint { Completions, ChatCompletions, Responses, Messages };
-
-// An output limit above what the context leaves, lowered to what it leaves (docs/api.md,
-// "Output limits"): agents ask for 32000 or 128000 whatever the context.
-struct MaxTokensClamp {
-    std::string param;       // "" = not clamped
-    long long asked = 0;
-    int granted = 0;
-};
-
-// A namespace tool's functions are offered to the model as NAMESPACE + this + NAME.
-inline constexpr const char* kNamespaceSeparator = ".";
-
-// A validated request, ready to become a Job.
-struct GenerationRequest {
-    Endpoint endpoint = Endpoint::Completions;
-    std::vector<int32_t> prompt;      // with each image's rows (its row ids) in place of its pad
-    std::vector<PromptImage> images;  // chat: the images in the prompt, in order
-    GenerationParams params;
-    bool stream = false;
-    bool include_usage = false;
-    bool echo = false;          // completions: prepend the prompt text
-    std::string echo_text;
-    std::string model;          // as reported back: the name the client sent, else the served id
-    MaxTokensClamp clamp;
-    bool hide_reasoning = false;  // Messages: thinking.display "omitted" (the text rides in the signature)
-    std::vector<std::string> tool_namespaces;  // /v1/responses: namespace tools offered as "NS.name"
-    json responses_echo;        // /v1/responses: the request settings the response object repeats
-};
-
-// `schemas` is JsonBody::schemas (openai/json_body.h; optional): a JSON schema's property order
+// `schemas` is JsonBody::schemas (wire/json_body.h; optional): a JSON schema's property order
 // comes from it, since `json` objects keep their keys sorted.
 GenerationRequest parse_completion_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
                                            const nlohmann::ordered_json* schemas = nullptr);
 GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
                                      const nlohmann::ordered_json* schemas = nullptr);
-// POST /v1/responses (openai/responses_request.cpp): translated to the chat request it means.
-GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
-                                          const nlohmann::ordered_json* schemas = nullptr);
-
-// Serialises with invalid UTF-8 replaced by U+FFFD (a token's bytes may be a partial character).
-std::string dump(const json& j);
 
 }  // namespace k3::server

@@ -1,19 +1,12 @@
 #include "openai/response.h"
 
 #include <ctime>
-#include <random>
 
 #include "http/sse.h"
 
 namespace k3::server {
 
-std::string Responder::stream_error(const ApiError& error) { return sse::data(dump(error_body(error))) + sse::done(); }
-
-std::string Responder::keep_alive() { return sse::ping(); }
-
-std::unique_ptr<Responder> make_responder(const GenerationRequest& request, const std::string& model_fingerprint) {
-    if (request.endpoint == Endpoint::Responses) return make_responses_responder(request);
-    if (request.endpoint == Endpoint::Messages) return make_messages_responder(request);
+std::unique_ptr<Responder> make_openai_responder(const GenerationRequest& request, const std::string& model_fingerprint) {
     bool chat = request.endpoint == Endpoint::ChatCompletions;
     ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), (long long)std::time(nullptr), request.model,
                     "k3serve-" K3_VERSION "-" + model_fingerprint.substr(0, 12)};
@@ -48,13 +41,6 @@ std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool in
         out += sse::data(dump(u));
     }
     return out + sse::done();
-}
-
-std::string random_id(const char* prefix) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)rng());
-    return std::string(prefix) + buf;
 }
 
 json usage_json(const Usage& u) {

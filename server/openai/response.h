@@ -1,8 +1,6 @@
-// The worker's events -> OpenAI response JSON. One Responder per request shapes everything the
-// client sees after validation: the stream's chunks (as SSE frames) or the whole body. Each
-// endpoint has its own Responder (openai/completion_response.cpp, openai/chat_response.cpp,
-// openai/responses_response.cpp);
-// the shared pieces (usage, logprobs layouts, finish reasons) are declared here.
+// The worker's events -> OpenAI chat/completions and completions JSON: their Responders
+// (openai/completion_response.cpp, openai/chat_response.cpp, on wire/responder.h's base) and the
+// pieces they share (usage, logprobs layouts, finish reasons).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,8 +8,9 @@
 #include <vector>
 
 #include "worker/job.h"
-#include "openai/request.h"
-#include "openai/error.h"
+#include "wire/error.h"
+#include "wire/generation_request.h"
+#include "wire/responder.h"
 
 namespace k3::server {
 
@@ -22,29 +21,9 @@ struct ResponseIds {
     std::string fingerprint; // system_fingerprint
 };
 
-class Responder {
-public:
-    virtual ~Responder() = default;
-
-    // Streaming. Frames to send before the first event (the chat role chunk, the echoed prompt).
-    virtual std::string stream_start() = 0;
-    // Frames for one Delta or Done event; after a Done they end the stream.
-    virtual std::string stream_event(const JobEvent& event) = 0;
-    // Frames for a failure after the stream began; they end the stream.
-    virtual std::string stream_error(const ApiError& error);
-    // What keeps a quiet stream alive while the request waits or its prompt is evaluated (an SSE
-    // comment; Anthropic clients count only events, so theirs is an `event: ping`).
-    virtual std::string keep_alive();
-
-    // Whole response: every Delta and the Done event go through collect(), then whole_body()
-    // once, which hands over the body's text (the completions and chat Responders build it as
-    // text while they collect: openai/choices_responder.h).
-    virtual void collect(const JobEvent& event) = 0;
-    virtual std::string whole_body() = 0;
-};
-
-// The Responder for the request's endpoint. `model_fingerprint` is the served model's.
-std::unique_ptr<Responder> make_responder(const GenerationRequest& request, const std::string& model_fingerprint);
+// The Responder for a completions or chat completions request. `model_fingerprint` is the served
+// model's.
+std::unique_ptr<Responder> make_openai_responder(const GenerationRequest& request, const std::string& model_fingerprint);
 
 // --- shared shapes ---------------------------------------------------------------------------
 
@@ -64,12 +43,7 @@ json completion_top_logprobs(const TokenLogprob& lp);
 // token's entry of its content.
 json chat_logprobs_json(const std::vector<TokenLogprob>& lps);
 json chat_logprob_entry(const TokenLogprob& lp);
-// "<prefix><16 hex digits>", random.
-std::string random_id(const char* prefix);
-
 std::unique_ptr<Responder> make_completion_responder(const GenerationRequest& request, ResponseIds ids);
 std::unique_ptr<Responder> make_chat_responder(const GenerationRequest& request, ResponseIds ids);
-std::unique_ptr<Responder> make_responses_responder(const GenerationRequest& request);
-std::unique_ptr<Responder> make_messages_responder(const GenerationRequest& request);  // anthropic/response.cpp
 
 }  // namespace k3::server

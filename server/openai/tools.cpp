@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <regex>
 
-#include "openai/error.h"
-#include "openai/fields.h"
+#include "wire/error.h"
+#include "wire/fields.h"
 
 namespace k3::server {
 

@@ -83,7 +83,7 @@ public:
     // Grammars being compiled on HTTP threads now (up, then down, around each compile).
     void grammar_compile_started();
     void grammar_compile_ended(double seconds);
-    // The tolerance policy (openai/fields.h): fields ignored, tools left out of the prompt, and
+    // The tolerance policy (wire/fields.h): fields ignored, tools left out of the prompt, and
     // output limits lowered to what the context leaves.
     void count_ignored(size_t fields, size_t tools);
     void count_max_tokens_clamped();

@@ -49,7 +49,7 @@ struct GenerationParams {
     std::string tools_json;              // the declared tools (chat layout), for the call grammar
     std::shared_ptr<const Grammar> grammar;  // constrained output (response_format); null = free
     // The grammar compiled (automaton and first mask) on the HTTP thread before the job is
-    // queued (generation_route.cpp), so the worker only runs it; set whenever `grammar` is.
+    // queued (routes/generation_route.cpp), so the worker only runs it; set whenever `grammar` is.
     std::shared_ptr<GrammarMatcher> compiled_grammar;
 };
 
@@ -58,7 +58,7 @@ struct Job {
     std::vector<int32_t> prompt;
     std::vector<PromptImage> images;  // the prompt's images (Session::set_prompt_images)
     GenerationParams params;
-    uint64_t cache_partition = 0;        // the prompt cache's, from the API key (request_gate.h)
+    uint64_t cache_partition = 0;        // the prompt cache's, from the API key (routes/request_gate.h)
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};

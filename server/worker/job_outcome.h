@@ -1,5 +1,5 @@
 // What became of a job, in the server's own terms. The worker reports these; it never picks an
-// HTTP status or an API's error strings. The API layer (openai/error.cpp) maps each failure to
+// HTTP status or an API's error strings. The API layer (wire/error.cpp) maps each failure to
 // its status and body, and metrics count them as RequestOutcome.
 #pragma once
 #include <string>

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "openai/json_body.h"
+#include "wire/json_body.h"
 #include "openai/request.h"
 
 K3_FUZZ_INIT_TOKENIZER

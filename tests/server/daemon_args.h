@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/daemon_config.h"
+#include "settings/daemon_config.h"
 
 namespace k3::test {
 

@@ -15,7 +15,7 @@
 #include "common/wait.h"
 #include "fake_engine.h"
 #include "routes.h"
-#include "server_state.h"
+#include "routes/server_state.h"
 #include "worker/worker.h"
 
 namespace k3::test {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "openai/response.h"
+#include "routes/generation_route.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "common/daemon.h"
 #include "common/model_cache.h"
 #include "common/png_file.h"
-#include "openai/base64.h"
+#include "wire/base64.h"
 #include "post_json.h"
 
 using namespace k3::test;

@@ -1,4 +1,4 @@
-// The table of daemon settings (server/ops/daemon_settings.h) against what is made from it:
+// The table of daemon settings (server/settings/daemon_settings.h) against what is made from it:
 // the page operators read (docs/operations.md "Every setting"), `serve --help`, the config file
 // (every key /props shows can be read back), and the --no-FLAG switches.
 #include <doctest/doctest.h>
@@ -13,8 +13,8 @@
 
 #include "k3/error.h"
 #include "daemon_args.h"
-#include "ops/daemon_config.h"
-#include "ops/daemon_settings.h"
+#include "settings/daemon_config.h"
+#include "settings/daemon_settings.h"
 
 using namespace k3;
 using namespace k3::server;

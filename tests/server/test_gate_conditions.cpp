@@ -5,7 +5,7 @@
 // the body limit and the JSON pre-scan's depth and value budget.
 #include <doctest/doctest.h>
 
-#include "openai/json_body.h"
+#include "wire/json_body.h"
 #include "server_harness.h"
 
 using namespace k3::test;

@@ -14,7 +14,7 @@
 #include "anthropic/messages.h"
 #include "fake_engine.h"
 #include "fake_limits.h"
-#include "openai/fields.h"
+#include "wire/fields.h"
 
 using namespace k3;
 using namespace k3::server;

@@ -1,12 +1,12 @@
 // The server's half of the prompt cache by API key (issue 21 row 5): the partition a request's
-// states go to is derived from the key it presents (server/request_gate.h), the same for a key
+// states go to is derived from the key it presents (server/routes/request_gate.h), the same for a key
 // wherever it stands in the list and whichever header carries it, different between keys, 0
 // without keys; and the worker hands it to the session before the prompt, so a slot whose live
 // state another key left resumes nothing of it (FakeSession models that rule as the engine's
 // Session does; the real engine and daemon: tests/server/test_daemon_prompt_cache_keys.cpp).
 #include <doctest/doctest.h>
 
-#include "request_gate.h"
+#include "routes/request_gate.h"
 #include "server_harness.h"
 
 using namespace k3;

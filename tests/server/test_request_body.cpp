@@ -1,13 +1,14 @@
-// A request body is parsed once (openai/json_body.h): the value the parsers read, and the JSON
+// A request body is parsed once (wire/json_body.h): the value the parsers read, and the JSON
 // schemas in it with their keys as the client wrote them, which is the order a schema's
 // properties are generated in. Checked at each place a schema may sit, through the parsers.
 #include <doctest/doctest.h>
 
 #include "fake_engine.h"
 #include "fake_limits.h"
-#include "openai/json_body.h"
+#include "wire/json_body.h"
+#include "responses/responses.h"
 #include "openai/request.h"
-#include "openai/response_format.h"
+#include "wire/response_format.h"
 
 using namespace k3;
 using namespace k3::server;

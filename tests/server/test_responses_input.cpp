@@ -1,4 +1,4 @@
-// The Responses API's input items (server/openai/responses_request.cpp) against the chat request
+// The Responses API's input items (server/responses/request.cpp) against the chat request
 // they mean, rendered by the chat parser: an output item answers its call by call_id, and an
 // output with a name but no call_id (Codex's goal objective, seen in node_agent_clis) is a tool
 // result no call asked for, index 0 (docs/api.md, "Responses API").
@@ -6,7 +6,8 @@
 
 #include "fake_engine.h"
 #include "fake_limits.h"
-#include "openai/error.h"
+#include "wire/error.h"
+#include "responses/responses.h"
 #include "openai/request.h"
 
 using namespace k3;

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_args.h"
-#include "ops/daemon_config.h"
+#include "settings/daemon_config.h"
 #include "fake_engine.h"
-#include "openai/json_body.h"
+#include "wire/json_body.h"
 #include "k3/error.h"
 #include "ops/metrics.h"
 #include "worker/prompt_lookup.h"

@@ -1,0 +1,46 @@
+// The generation routes (POST /v1/completions, /v1/chat/completions, /v1/responses,
+// /v1/messages): the body is parsed and validated on the HTTP thread, a Job is queued for the
+// worker, and its events are answered whole or streamed as SSE while the client is watched
+// (docs/architecture.md "A request's way").
+#pragma once
+#include <httplib.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "wire/fields.h"
+#include "wire/generation_request.h"
+#include "wire/responder.h"
+#include "routes/server_state.h"
+
+namespace k3::server {
+
+// The Responder for the request's endpoint (openai/response.h, responses/responses.h,
+// anthropic/messages.h). `model_fingerprint` is the served model's.
+std::unique_ptr<Responder> make_responder(const GenerationRequest& request, const std::string& model_fingerprint);
+
+struct Exchange;
+
+class GenerationRoute {
+public:
+    explicit GenerationRoute(ServerState& s) : state_(s) {
+        if (const char* hold = std::getenv("K3_TEST_HOLD_GRAMMAR_COMPILE"); hold && *hold) test_hold_compile_ = hold;
+    }
+
+    void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+
+private:
+    void compile_grammar(GenerationParams& params, const GrammarLimits& limits);
+    void report_tolerance(const httplib::Request& req, httplib::Response& res, const GenerationRequest& g,
+                          const IgnoredFields& ignored);
+    void respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+    void stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+
+    const DaemonConfig& config() const { return state_.config; }
+
+    ServerState& state_;
+    std::string test_hold_compile_;  // K3_TEST_HOLD_GRAMMAR_COMPILE (compile_grammar)
+};
+
+}  // namespace k3::server
