@@ -210,6 +210,13 @@ struct ChatOutputParser::Impl {
             nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
             if (value.is_discarded() || !json_matches_type(value, argument_type))
                 return malformed(d, "an argument body that is not a JSON " + argument_type);
+            if (value.is_number()) {
+                // A number as written (whitespace aside): a parsed integer beyond 64 bits would
+                // come back as a double (330433165824714100000 as 3.304331658247141e+20).
+                const size_t first = body.find_first_not_of(" \t\r\n"), last = body.find_last_not_of(" \t\r\n");
+                piece(d, body.substr(first, last - first + 1));
+                return;
+            }
             piece(d, value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
             return;
         }

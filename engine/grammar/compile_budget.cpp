@@ -51,6 +51,14 @@ void CompileBudget::add_symbols(size_t n) {
     tick();
 }
 
+void CompileBudget::expect_symbols(size_t n, const std::string& path) const {
+    if (symbols_ + n > limits_.max_symbols)
+        throw GrammarBudgetError(GrammarLimit::Symbols, double(limits_.max_symbols), path,
+                                 "grammar too large: the string length" + at(path) + " needs about " + std::to_string(n) +
+                                     " symbols, over the limit of " + std::to_string(limits_.max_symbols) +
+                                     " for one grammar");
+}
+
 void CompileBudget::check_states(size_t states) const {
     if (states > limits_.max_states)
         throw GrammarBudgetError(GrammarLimit::States, double(limits_.max_states), "",

@@ -27,6 +27,9 @@ public:
     void add_literal_bytes(size_t bytes, const std::string& path);
     // `n` more symbols in the rules.
     void add_symbols(size_t n);
+    // Whether `n` more symbols would still fit, before making any of them (a string length at
+    // `path` that would pass the limit is refused without building its chain of rules).
+    void expect_symbols(size_t n, const std::string& path) const;
     // The automaton now has `states` states.
     void check_states(size_t states) const;
     // The time budget, read from the clock every kClockEvery calls (a call is one alternative or

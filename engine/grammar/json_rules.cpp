@@ -15,8 +15,6 @@ ByteSet range(unsigned lo, unsigned hi) {
     return s;
 }
 
-enum class Fraction { None, Any, Zero, NonZero };
-
 constexpr int kMaxDigits = 18;
 
 }  // namespace
@@ -209,26 +207,27 @@ void same_length_range(GrammarBuilder& b, const std::string& x, const std::strin
     same_length_range(b, zeros, y.substr(1), std::move(high), out);
 }
 
-// Natural numbers in [lo, hi] (hi < 0: unbounded) in decimal without leading zeros.
-void natural_range(GrammarBuilder& b, int32_t digits_star, uint64_t lo, int64_t hi, const Sequence& suffix,
-                   std::vector<Sequence>& out) {
-    if (hi >= 0 && lo > uint64_t(hi)) return;
-    std::string a = std::to_string(lo);
-    size_t max_len = hi >= 0 ? std::to_string(hi).size() : a.size();
+// Natural numbers in [lo, hi] (no hi: unbounded), decimal text without leading zeros, each
+// followed by `suffix`.
+void natural_range(GrammarBuilder& b, int32_t digits_star, const std::string& lo, const std::optional<std::string>& hi,
+                   const Sequence& suffix, std::vector<Sequence>& out) {
+    auto less = [](const std::string& x, const std::string& y) { return x.size() != y.size() ? x.size() < y.size() : x < y; };
+    if (hi && less(*hi, lo)) return;
+    size_t max_len = hi ? hi->size() : lo.size();
     std::vector<Sequence> parts;
-    for (size_t n = a.size(); n <= max_len; ++n) {
-        std::string x = a;
-        if (n != a.size()) {
+    for (size_t n = lo.size(); n <= max_len; ++n) {
+        std::string x = lo;
+        if (n != lo.size()) {
             x.assign(n, '0');  // 10^(n-1)
             x[0] = '1';
         }
-        std::string y = (hi >= 0 && n == max_len) ? std::to_string(hi) : std::string(n, '9');
+        std::string y = (hi && n == max_len) ? *hi : std::string(n, '9');
         same_length_range(b, x, y, {}, parts);
     }
-    if (hi < 0) {
+    if (!hi) {
         // Every number with more digits than lo.
         Sequence longer = {b.bytes(range('1', '9'))};
-        for (size_t i = 0; i < a.size(); ++i) longer.push_back(b.bytes(range('0', '9')));
+        for (size_t i = 0; i < lo.size(); ++i) longer.push_back(b.bytes(range('0', '9')));
         longer.push_back(GrammarBuilder::ref(digits_star));
         parts.push_back(std::move(longer));
     }
@@ -237,66 +236,98 @@ void natural_range(GrammarBuilder& b, int32_t digits_star, uint64_t lo, int64_t 
 
 }  // namespace
 
-int32_t JsonRules::bounded_number(bool integral, std::optional<NumericBound> lo, std::optional<NumericBound> hi) {
-    // A number is sign, integer part i and fraction f (no exponent). With integral bounds the
-    // fraction only matters at the bounds: v >= L iff i >= L; v > L iff i > L, or i == L with
-    // f > 0; v <= H iff i < H, or i == H with f == 0; v < H iff i < H. Negative numbers are
-    // the same over magnitudes with the bounds mirrored.
-    Sequence digits1 = concat({digit(), {GrammarBuilder::ref(digits_star())}});
-    auto fraction = [&](Fraction kind) -> std::optional<Sequence> {
-        if (integral) return kind == Fraction::NonZero ? std::nullopt : std::optional<Sequence>(Sequence{});
-        switch (kind) {
-            case Fraction::Any: return Sequence{GrammarBuilder::ref(b.optional(concat({{b.byte('.')}, digits1}), "fraction"))};
-            case Fraction::Zero:
-                return Sequence{GrammarBuilder::ref(b.optional({b.byte('.'), b.byte('0'), GrammarBuilder::ref(b.star({b.byte('0')}, "zeros"))}, "zero_fraction"))};
-            case Fraction::NonZero:
-                return Sequence{b.byte('.'), GrammarBuilder::ref(digits_star()), b.bytes(range('1', '9')),
-                                GrammarBuilder::ref(digits_star())};
-            default: return std::nullopt;
+int32_t JsonRules::fraction_digits(const std::optional<std::string>& lo, const std::optional<std::string>& hi, int left,
+                                   bool need_digit) {
+    // Digit strings s of at most `left` digits with 0.s >= 0.lo and 0.s <= 0.hi (lo, hi: the
+    // bounds' remaining fraction digits; no lo: no lower limit; hi "" : only zeros may follow).
+    // Digit by digit: a digit above lo's next frees the lower side, equal keeps it, below is
+    // out; the same mirrored for hi. Each bound is one chain of rules, so this is linear in
+    // the bounds' digits; the same call (a bound's run of zeros, digits after either side is
+    // free) makes its rule once.
+    std::string key = (lo ? "L" + *lo : std::string("-")) + (hi ? "H" + *hi : std::string("-")) + ":" +
+                      std::to_string(left) + (need_digit ? "+" : "");
+    if (auto it = fraction_rules_.find(key); it != fraction_rules_.end()) return it->second;
+    std::vector<Sequence> alts;
+    if (!need_digit && !lo) alts.push_back({});
+    if (left > 0) {
+        if (!lo && !hi) {
+            alts.push_back({b.bytes(range('0', '9')), GrammarBuilder::ref(fraction_digits(std::nullopt, std::nullopt, left - 1, false))});
+        } else {
+            const int lo_digit = lo ? (*lo)[0] - '0' : 0, hi_digit = hi ? (hi->empty() ? 0 : (*hi)[0] - '0') : 9;
+            for (int c = lo_digit; c <= hi_digit;) {
+                // The run of digits from c that leaves both sides in the same state.
+                int last = c;
+                if (!(lo && c == lo_digit) && !(hi && c == hi_digit)) last = hi ? hi_digit - 1 : 9;
+                std::optional<std::string> next_lo, next_hi;
+                if (lo && c == lo_digit && lo->size() > 1) next_lo = lo->substr(1);
+                if (hi && c == hi_digit) next_hi = hi->empty() ? std::string() : hi->substr(1);
+                int32_t rest = fraction_digits(next_lo, next_hi, left - 1, false);
+                if (rest >= 0) alts.push_back({b.bytes(range('0' + unsigned(c), '0' + unsigned(last))), GrammarBuilder::ref(rest)});
+                c = last + 1;
+            }
         }
+    }
+    return fraction_rules_[key] = alts.empty() ? -1 : b.rule("fraction_range", alts);
+}
+
+int32_t JsonRules::bounded_number(bool integral, std::optional<Decimal> lo, std::optional<Decimal> hi) {
+    // A number is sign, integer part i and fraction f (no exponent), lo <= v <= hi (inclusive
+    // bounds with at most kMaxFractionDigits fraction digits; integers for integral). Over the
+    // magnitudes m = i.f in [a, b]: i == a's integer part with f >= a's fraction, integer parts
+    // strictly between with any f, i == b's with f <= b's (one case when they are equal).
+    // Negative numbers are the same over magnitudes with the bounds mirrored; "-0" is never
+    // written (a negative magnitude is at least one unit of the last digit).
+    const int digits = integral ? 0 : kMaxFractionDigits;
+    // The optional fraction part ".ddd" of a number whose integer part equals a bound's (lo/hi
+    // the fraction digits to respect; nullopt: no limit on that side).
+    auto fraction = [&](const std::optional<std::string>& f_lo, const std::optional<std::string>& f_hi) -> std::optional<Sequence> {
+        std::vector<Sequence> alts;
+        if (!f_lo) alts.push_back({});  // no fraction: f == 0
+        if (digits > 0) {
+            int32_t rest = fraction_digits(f_lo, f_hi, digits, true);
+            if (rest >= 0) alts.push_back({b.byte('.'), GrammarBuilder::ref(rest)});
+        }
+        if (alts.empty()) return std::nullopt;
+        if (alts.size() == 1) return alts[0];
+        return Sequence{GrammarBuilder::ref(b.rule("fraction_part", alts))};
     };
-    auto meet = [](Fraction a, Fraction c) {
-        if (a == Fraction::None || c == Fraction::None) return Fraction::None;
-        if (a == Fraction::Any) return c;
-        if (c == Fraction::Any || a == c) return a;
-        return Fraction::None;
-    };
-    // Magnitudes m = i.f with lo_m (<|<=) m (<|<=) hi_m (hi_m < 0: unbounded).
-    auto magnitudes = [&](int64_t lo_m, bool lo_excl, int64_t hi_m, bool hi_excl, const Sequence& sign,
-                          std::vector<Sequence>& out) {
-        auto emit = [&](uint64_t from, int64_t to, Fraction kind) {
-            auto frac = fraction(kind);
+    auto lower_fraction = [](const Decimal& d) { return d.fraction.empty() ? std::nullopt : std::optional<std::string>(d.fraction); };
+    auto magnitudes = [&](const Decimal& a, const std::optional<Decimal>& bnd, const Sequence& sign, std::vector<Sequence>& out) {
+        if (bnd && compare(a, *bnd) > 0) return;
+        auto emit = [&](const std::string& from, const std::optional<std::string>& to, std::optional<Sequence> frac) {
             if (!frac) return;
             std::vector<Sequence> parts;
             natural_range(b, digits_star(), from, to, *frac, parts);
             for (auto& p : parts) out.push_back(concat({sign, p}));
         };
-        if (hi_m >= 0 && lo_m > hi_m) return;
-        Fraction at_lo = lo_excl ? Fraction::NonZero : Fraction::Any;
-        Fraction at_hi = hi_excl ? Fraction::None : Fraction::Zero;
-        if (hi_m >= 0 && lo_m == hi_m) {
-            emit(uint64_t(lo_m), lo_m, meet(at_lo, at_hi));
+        if (bnd && a.integer == bnd->integer) {
+            emit(a.integer, a.integer, fraction(lower_fraction(a), bnd->fraction));
             return;
         }
-        emit(uint64_t(lo_m), lo_m, at_lo);
-        if (hi_m < 0) emit(uint64_t(lo_m) + 1, -1, Fraction::Any);
-        else {
-            if (hi_m - 1 >= lo_m + 1) emit(uint64_t(lo_m) + 1, hi_m - 1, Fraction::Any);
-            emit(uint64_t(hi_m), hi_m, at_hi);
+        emit(a.integer, a.integer, fraction(lower_fraction(a), std::nullopt));
+        if (!bnd) {
+            emit(plus_one(a.integer), std::nullopt, fraction(std::nullopt, std::nullopt));
+            return;
         }
+        std::string below = minus_one(bnd->integer), above = plus_one(a.integer);
+        if (above.size() < below.size() || (above.size() == below.size() && above <= below))
+            emit(above, below, fraction(std::nullopt, std::nullopt));
+        emit(bnd->integer, bnd->integer, fraction(std::nullopt, bnd->fraction));
     };
+    const Decimal zero;
+    Decimal unit;  // the least positive number written
+    if (integral) unit.integer = "1";
+    else unit.fraction = std::string(size_t(digits) - 1, '0') + "1";
     std::vector<Sequence> alts;
-    // v >= 0 (or the part of the range that is).
-    if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {
-        bool lo_positive = lo && lo->value >= 0;
-        magnitudes(lo_positive ? lo->value : 0, lo_positive && lo->exclusive, hi ? hi->value : -1,
-                   hi && hi->exclusive, {}, alts);
+    if (!hi || !hi->negative) {
+        Decimal a = lo && !lo->negative ? *lo : zero;
+        magnitudes(a, hi, {}, alts);
     }
-    // v < 0: magnitudes in (max(-hi, 0), -lo], never "-0".
-    if (!lo || lo->value < 0) {
-        bool hi_negative = hi && hi->value < 0;
-        magnitudes(hi_negative ? -hi->value : 0, hi_negative ? hi->exclusive : true, lo ? -lo->value : -1,
-                   lo && lo->exclusive, {b.byte('-')}, alts);
+    if (!lo || lo->negative) {
+        Decimal a = hi && hi->negative ? negated(*hi) : unit;
+        std::optional<Decimal> bnd;
+        if (lo) bnd = negated(*lo);
+        magnitudes(a, bnd, {b.byte('-')}, alts);
     }
     return b.rule(integral ? "bounded_integer" : "bounded_number", alts);
 }

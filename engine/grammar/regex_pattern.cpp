@@ -1,6 +1,11 @@
-// A small recursive-descent regex compiler onto GrammarBuilder rules (see regex_pattern.h).
+// A small recursive-descent regex compiler: the pattern into an NFA over characters, the NFA
+// (with a count of characters, for minLength/maxLength) into GrammarBuilder rules (see
+// regex_pattern.h).
 #include "grammar/regex_pattern.h"
 
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "k3/grammar.h"
@@ -16,28 +21,54 @@ struct CharSet {
     std::vector<std::string> non_ascii;  // UTF-8 literals
 };
 
+// A Thompson NFA over characters: each consuming edge is one character, written as the
+// Sequence of its class (classes[cls]); cls -1 is an empty move. Fragments are built from the
+// pattern's parts and wired together; a repeated part is copied (its states are a contiguous
+// range whose edges stay inside it until it is wired).
+struct Nfa {
+    struct Edge {
+        int to;
+        int cls;
+    };
+    std::vector<std::vector<Edge>> out;
+    std::vector<Sequence> classes;
+};
+
+struct Fragment {
+    int start, end;
+};
+
 class PatternCompiler {
 public:
     PatternCompiler(JsonRules& json, const std::string& pattern, bool raw, const std::string& path)
         : j_(json), b_(json.b), p_(pattern), raw_(raw), path_(path) {}
 
-    int32_t compile() {
+    int32_t compile(int min_length, int max_length) {
         std::string body = p_;
         bool anchored_start = !body.empty() && body[0] == '^';
         bool anchored_end = body.size() >= 2 && body.back() == '$' && body[body.size() - 2] != '\\';
         if (body == "$" ) anchored_end = true;
         p_ = body.substr(anchored_start ? 1 : 0, body.size() - (anchored_start ? 1 : 0) - (anchored_end ? 1 : 0));
         pos_ = 0;
-        int32_t top = alternation();
+        Fragment top = alternation();
         if (pos_ != p_.size()) fail("unbalanced ')'");
         if ((anchored_start || anchored_end) && top_level_alternation_)
             fail("anchors with a top-level '|' (wrap the alternatives in a group: ^(a|b)$)");
-        Sequence seq;
-        int32_t any = j_.string_content(0, -1, raw_);
-        if (!anchored_start) seq.push_back(GrammarBuilder::ref(any));
-        seq.push_back(GrammarBuilder::ref(top));
-        if (!anchored_end) seq.push_back(GrammarBuilder::ref(any));
-        return b_.rule("pattern", {seq});
+        // Without an anchor the match may sit anywhere: any characters before and after it.
+        const int any = int(nfa_.classes.size());
+        nfa_.classes.push_back({GrammarBuilder::ref(j_.string_char(raw_))});
+        int start = top.start, end = top.end;
+        if (!anchored_start) {
+            start = state();
+            edge(start, start, any);
+            edge(start, top.start);
+        }
+        if (!anchored_end) {
+            end = state();
+            edge(top.end, end);
+            edge(end, end, any);
+        }
+        return emit_rules(start, end, min_length, max_length);
     }
 
 private:
@@ -47,25 +78,39 @@ private:
     bool more() const { return pos_ < p_.size(); }
     char peek() const { return p_[pos_]; }
 
-    int32_t alternation() {
-        std::vector<Sequence> alts;
+    int state() {
+        b_.budget().add_symbols(1);  // a pattern repeated inside a repetition grows fast
+        nfa_.out.emplace_back();
+        return int(nfa_.out.size() - 1);
+    }
+    void edge(int from, int to, int cls = -1) { nfa_.out[size_t(from)].push_back({to, cls}); }
+
+    Fragment alternation() {
+        std::vector<Fragment> alts;
         alts.push_back(concatenation());
         while (more() && peek() == '|') {
             if (depth_ == 0) top_level_alternation_ = true;
             ++pos_;
             alts.push_back(concatenation());
         }
-        return b_.rule("regex_alt", alts);
+        if (alts.size() == 1) return alts[0];
+        Fragment f{state(), state()};
+        for (const Fragment& a : alts) {
+            edge(f.start, a.start);
+            edge(a.end, f.end);
+        }
+        return f;
     }
 
-    Sequence concatenation() {
-        Sequence seq;
+    Fragment concatenation() {
+        const int start = state();
+        int at = start;
         while (more() && peek() != '|' && peek() != ')') {
-            Sequence atom_seq = atom();
-            atom_seq = quantified(std::move(atom_seq));
-            seq.insert(seq.end(), atom_seq.begin(), atom_seq.end());
+            Fragment f = quantified();
+            edge(at, f.start);
+            at = f.end;
         }
-        return seq;
+        return {start, at};
     }
 
     int read_int() {
@@ -77,7 +122,19 @@ private:
         return v;
     }
 
-    Sequence quantified(Sequence atom_seq) {
+    // A copy of `f`, whose states are [first, end of the NFA) and not wired to anything else yet.
+    Fragment copy(Fragment f, int first) {
+        const int last = int(nfa_.out.size());
+        const int base = int(nfa_.out.size());
+        for (int s = first; s < last; ++s) state();
+        for (int s = first; s < last; ++s)
+            for (const auto& e : nfa_.out[size_t(s)]) edge(base + s - first, base + e.to - first, e.cls);
+        return {base + f.start - first, base + f.end - first};
+    }
+
+    Fragment quantified() {
+        const int first = int(nfa_.out.size());
+        Fragment f = atom();
         while (more()) {
             char c = peek();
             int min = 0, max = -1;
@@ -105,9 +162,37 @@ private:
             }
             if (more() && peek() == '?') ++pos_;  // lazy: the same set of strings
             if (more() && peek() == '+') fail("possessive quantifiers");
-            atom_seq = {GrammarBuilder::ref(b_.repeat(atom_seq, min, max, "regex_repeat"))};
+            // Every copy is made before any is wired (wiring adds edges leaving the range).
+            const int copies = max < 0 ? std::max(min, 1) : max;
+            std::vector<Fragment> parts = {f};
+            for (int i = 1; i < copies; ++i) parts.push_back(copy(f, first));
+            Fragment r{state(), -1};
+            int at = r.start;
+            for (int i = 0; i < min; ++i) {
+                edge(at, parts[size_t(i)].start);
+                at = parts[size_t(i)].end;
+            }
+            r.end = state();
+            if (max < 0) {
+                // then the last copy any number of times
+                const Fragment& loop = parts.back();
+                if (min > 0) edge(loop.end, loop.start);
+                else {
+                    edge(at, loop.start);
+                    edge(loop.end, at);
+                }
+            } else {
+                // then up to max - min more, each optional: stop after any of them
+                for (int i = min; i < max; ++i) {
+                    edge(at, r.end);
+                    edge(at, parts[size_t(i)].start);
+                    at = parts[size_t(i)].end;
+                }
+            }
+            edge(at, r.end);
+            f = r;
         }
-        return atom_seq;
+        return f;
     }
 
     // One UTF-8 character starting at pos_ (the pattern is valid UTF-8: it came from JSON).
@@ -251,7 +336,7 @@ private:
         return {GrammarBuilder::ref(b_.rule("regex_class", alts))};
     }
 
-    Sequence atom() {
+    Fragment atom() {
         char c = peek();
         if (c == '(') {
             ++pos_;
@@ -260,15 +345,15 @@ private:
                 else fail("lookaround and named groups");
             }
             ++depth_;
-            int32_t inner = alternation();
+            Fragment inner = alternation();
             --depth_;
             if (!more() || peek() != ')') fail("an unclosed '('");
             ++pos_;
-            return {GrammarBuilder::ref(inner)};
+            return inner;
         }
         if (c == '[') {
             ++pos_;
-            return emit(bracket_class());
+            return character(emit(bracket_class()));
         }
         if (c == '.') {
             ++pos_;
@@ -276,7 +361,7 @@ private:
             for (unsigned x = 0; x < 128; ++x)
                 if (x != '\n' && x != '\r') s.ascii.add(x);
             s.all_non_ascii = true;
-            return emit(s);
+            return character(emit(s));
         }
         if (c == '^' || c == '$') fail("anchors inside the pattern");
         if (c == '*' || c == '+' || c == '?' || c == '{') fail(std::string("nothing to repeat before '") + c + "'");
@@ -284,11 +369,120 @@ private:
             ++pos_;
             CharSet s;
             std::string ch = escape(&s);
-            if (ch.empty()) return emit(s);
+            if (ch.empty()) return character(emit(s));
             if (ch == "b" || ch == "B") fail("word boundaries");
-            return emit(single(ch));
+            return character(emit(single(ch)));
         }
-        return emit(single(utf8_char()));
+        return character(emit(single(utf8_char())));
+    }
+
+    // One character of the class written by `seq`.
+    Fragment character(Sequence seq) {
+        Fragment f{state(), state()};
+        edge(f.start, f.end, int(nfa_.classes.size()));
+        nfa_.classes.push_back(std::move(seq));
+        return f;
+    }
+
+    // The rules for the strings from `start` to `end` of min_length..max_length characters
+    // (max_length < 0: no upper limit). A rule per (NFA state, characters so far), counting up
+    // to max_length, or up to min_length when there is no maximum (more counts alike then);
+    // each rule's alternatives are the characters leaving the state's empty-move closure, so
+    // no rule starts with a reference (no left recursion). Only pairs that are reachable and
+    // can still end within the limits get a rule.
+    int32_t emit_rules(int start, int end, int min_length, int max_length) {
+        const int cap = max_length >= 0 ? max_length : min_length;
+        auto next_count = [&](int c) { return max_length >= 0 ? c + 1 : std::min(c + 1, min_length); };
+        struct Closure {
+            std::vector<std::pair<int, int>> moves;  // (class, to)
+            bool accepts = false;
+        };
+        std::vector<int> closure_of(nfa_.out.size(), -1);
+        std::vector<Closure> closures;
+        auto closure = [&](int q) -> const Closure& {
+            if (closure_of[size_t(q)] < 0) {
+                Closure c;
+                std::vector<char> seen(nfa_.out.size(), 0);
+                std::vector<int> todo = {q};
+                seen[size_t(q)] = 1;
+                while (!todo.empty()) {
+                    int s = todo.back();
+                    todo.pop_back();
+                    if (s == end) c.accepts = true;
+                    for (const auto& e : nfa_.out[size_t(s)]) {
+                        if (e.cls >= 0) {
+                            if (std::find(c.moves.begin(), c.moves.end(), std::make_pair(e.cls, e.to)) == c.moves.end())
+                                c.moves.emplace_back(e.cls, e.to);
+                        } else if (!seen[size_t(e.to)]) {
+                            seen[size_t(e.to)] = 1;
+                            todo.push_back(e.to);
+                        }
+                    }
+                }
+                closure_of[size_t(q)] = int(closures.size());
+                closures.push_back(std::move(c));
+                b_.budget().tick();
+            }
+            return closures[size_t(closure_of[size_t(q)])];
+        };
+        // Reachable (state, count) pairs, then which of them can end.
+        auto key = [&](int q, int c) { return int64_t(c) * int64_t(nfa_.out.size()) + q; };
+        std::unordered_map<int64_t, size_t> index;
+        std::vector<std::pair<int, int>> pairs;
+        std::vector<std::vector<size_t>> before;  // pairs that move into each pair
+        auto visit = [&](int q, int c) {
+            auto [it, added] = index.emplace(key(q, c), pairs.size());
+            if (added) {
+                pairs.emplace_back(q, c);
+                before.emplace_back();
+            }
+            return it->second;
+        };
+        visit(start, 0);
+        for (size_t i = 0; i < pairs.size(); ++i) {
+            auto [q, c] = pairs[i];
+            if (max_length >= 0 && c >= cap) continue;
+            for (const auto& [cls, to] : closure(q).moves) before[visit(to, next_count(c))].push_back(i);
+        }
+        std::vector<char> live(pairs.size(), 0);
+        std::vector<size_t> todo;
+        for (size_t i = 0; i < pairs.size(); ++i)
+            if (closure(pairs[i].first).accepts && pairs[i].second >= min_length) {
+                live[i] = 1;
+                todo.push_back(i);
+            }
+        while (!todo.empty()) {
+            size_t i = todo.back();
+            todo.pop_back();
+            for (size_t from : before[i])
+                if (!live[from]) {
+                    live[from] = 1;
+                    todo.push_back(from);
+                }
+        }
+        if (!live[0])
+            throw GrammarError("pattern", path_, "unsupported JSON schema: 'pattern' at " + path_ + ": no string of " +
+                                                     std::to_string(min_length) + ".." +
+                                                     (max_length >= 0 ? std::to_string(max_length) : std::string("any")) +
+                                                     " characters matches \"" + p_ + "\"");
+        std::vector<int32_t> rule(pairs.size(), -1);
+        for (size_t i = 0; i < pairs.size(); ++i)
+            if (live[i]) rule[i] = b_.new_rule("pattern");
+        for (size_t i = 0; i < pairs.size(); ++i) {
+            if (!live[i]) continue;
+            auto [q, c] = pairs[i];
+            const Closure& cl = closure(q);
+            if (cl.accepts && c >= min_length) b_.add_alternative(rule[i], {});
+            if (max_length >= 0 && c >= cap) continue;
+            for (const auto& [cls, to] : cl.moves) {
+                size_t j = index.at(key(to, next_count(c)));
+                if (!live[j]) continue;
+                Sequence alt = nfa_.classes[size_t(cls)];
+                alt.push_back(GrammarBuilder::ref(rule[j]));
+                b_.add_alternative(rule[i], std::move(alt));
+            }
+        }
+        return rule[0];
     }
 
     JsonRules& j_;
@@ -299,12 +493,14 @@ private:
     size_t pos_ = 0;
     int depth_ = 0;
     bool top_level_alternation_ = false;
+    Nfa nfa_;
 };
 
 }  // namespace
 
-int32_t compile_pattern(JsonRules& json, const std::string& pattern, bool raw, const std::string& path) {
-    return PatternCompiler(json, pattern, raw, path).compile();
+int32_t compile_pattern(JsonRules& json, const std::string& pattern, bool raw, const std::string& path, int min_length,
+                        int max_length) {
+    return PatternCompiler(json, pattern, raw, path).compile(min_length, max_length);
 }
 
 }  // namespace k3::grammar

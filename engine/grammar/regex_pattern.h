@@ -11,8 +11,10 @@
 
 namespace k3::grammar {
 
-// The rule for string content (quotes not included) matching `pattern`; `path` names the
-// schema location for errors.
-int32_t compile_pattern(JsonRules& json, const std::string& pattern, bool raw, const std::string& path);
+// The rule for string content (quotes not included) matching `pattern`, of min_length to
+// max_length characters (max_length < 0: no limit; minLength/maxLength beside the pattern);
+// `path` names the schema location for errors. No string of those lengths matching: GrammarError.
+int32_t compile_pattern(JsonRules& json, const std::string& pattern, bool raw, const std::string& path,
+                        int min_length = 0, int max_length = -1);
 
 }  // namespace k3::grammar

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
+#include "grammar/compile_budget.h"
+#include "grammar/decimal_bound.h"
 #include "grammar/regex_pattern.h"
 #include "k3/grammar.h"
 
@@ -17,8 +20,7 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr int kMaxSchemaDepth = 64;
-constexpr int kMaxCount = 1000;  // minItems/maxItems/minLength/maxLength we unroll
-constexpr int64_t kMaxBound = int64_t(1) << 53;
+constexpr int kMaxCount = 1000;  // minItems/maxItems we unroll
 
 const std::set<std::string>& annotations() {
     static const std::set<std::string> s = {"title",    "description", "default",  "examples", "$schema",
@@ -59,12 +61,20 @@ const char* json_type_name(const json& v) {
     }
 }
 
-int count_keyword(const json& s, const char* key, const std::string& path) {
+// A count keyword's value, -1 when absent. Item counts are capped at kMaxCount; string lengths
+// are left to the grammar's budgets (a length is a chain of rules, one per character), checked
+// before any rule of it is made.
+// (`symbols_each`: about how many symbols a character of that length costs).
+int count_keyword(const json& s, const char* key, const std::string& path, CompileBudget* length_budget = nullptr,
+                  size_t symbols_each = 0) {
     auto it = s.find(key);
     if (it == s.end()) return -1;
     if (!it->is_number_integer() || it->get<int64_t>() < 0) refuse(key, path, "must be a non-negative integer");
-    if (it->get<int64_t>() > kMaxCount) refuse(key, path, "values above " + std::to_string(kMaxCount) + " are not supported");
-    return int(it->get<int64_t>());
+    const int64_t n = it->get<int64_t>();
+    if (!length_budget && n > kMaxCount) refuse(key, path, "values above " + std::to_string(kMaxCount) + " are not supported");
+    if (n > std::numeric_limits<int>::max()) refuse(key, path, "is too large");
+    if (length_budget) length_budget->expect_symbols(size_t(n) * symbols_each, path);
+    return int(n);
 }
 
 }  // namespace
@@ -313,14 +323,14 @@ int32_t SchemaCompiler::compile_array(const json& s, const std::string& path) {
 }
 
 int32_t SchemaCompiler::compile_string(const json& s, const std::string& path, bool raw) {
-    int min = std::max(0, count_keyword(s, "minLength", path));
-    int max = count_keyword(s, "maxLength", path);
+    // A required character is one symbol; an optional one a rule of two alternatives (4).
+    int min = std::max(0, count_keyword(s, "minLength", path, &b_.budget(), 1));
+    int max = count_keyword(s, "maxLength", path, &b_.budget(), 4);
     if (max >= 0 && max < min) refuse("maxLength", path, "is below minLength");
     int32_t content;
     if (auto p = s.find("pattern"); p != s.end()) {
         if (!p->is_string()) refuse("pattern", path, "must be a string");
-        if (min > 0 || max >= 0) refuse("pattern", path, "'pattern' together with minLength/maxLength (put the length into the pattern)");
-        content = compile_pattern(j_, p->get<std::string>(), raw, path);
+        content = compile_pattern(j_, p->get<std::string>(), raw, path, min, max);
     } else {
         content = j_.string_content(min, max, raw);
     }
@@ -329,34 +339,27 @@ int32_t SchemaCompiler::compile_string(const json& s, const std::string& path, b
 }
 
 int32_t SchemaCompiler::compile_number(const json& s, const std::string& type, const std::string& path) {
-    bool integral = type == "integer";
-    std::optional<NumericBound> lo, hi;
+    // Each bound becomes an inclusive decimal one, rounded inwards to what is written (integers,
+    // or kMaxFractionDigits fraction digits) and safe whether a validator compares exactly or
+    // as doubles (decimal_bound.h): fractional bounds and integers beyond 2^53 included.
+    const bool integral = type == "integer";
+    const int digits = integral ? 0 : kMaxFractionDigits;
+    std::optional<Decimal> lo, hi;
     auto bound = [&](const char* key, bool is_lower, bool exclusive) {
         auto it = s.find(key);
         if (it == s.end()) return;
         if (!it->is_number()) refuse(key, path, "must be a number");
-        double v = it->get<double>();
-        if (!(std::fabs(v) <= double(kMaxBound))) refuse(key, path, "bounds beyond 2^53 are not supported");
-        NumericBound nb;
-        if (integral) {
-            // Integers: every bound becomes an inclusive integral one.
-            nb.value = int64_t(is_lower ? (exclusive ? std::floor(v) + 1 : std::ceil(v)) : (exclusive ? std::ceil(v) - 1 : std::floor(v)));
-        } else {
-            if (v != std::floor(v)) refuse(key, path, "non-integral bounds on type number are not supported");
-            nb.value = int64_t(v);
-            nb.exclusive = exclusive;
-        }
+        if (!std::isfinite(it->get<double>())) refuse(key, path, "must be a finite number");
+        Decimal d = is_lower ? lower_bound(*it, exclusive, digits) : upper_bound(*it, exclusive, digits);
         auto& slot = is_lower ? lo : hi;
-        bool tighter = !slot || (is_lower ? (nb.value > slot->value || (nb.value == slot->value && nb.exclusive))
-                                          : (nb.value < slot->value || (nb.value == slot->value && nb.exclusive)));
-        if (tighter) slot = nb;
+        if (!slot || (is_lower ? compare(d, *slot) > 0 : compare(d, *slot) < 0)) slot = d;
     };
     bound("minimum", true, false);
     bound("exclusiveMinimum", true, true);
     bound("maximum", false, false);
     bound("exclusiveMaximum", false, true);
     if (!lo && !hi) return integral ? j_.integer() : j_.number();
-    if (lo && hi && (lo->value > hi->value || (lo->value == hi->value && (lo->exclusive || hi->exclusive))))
+    if (lo && hi && compare(*lo, *hi) > 0)
         refuse(s.contains("maximum") ? "maximum" : "exclusiveMaximum", path, "the bounds leave no number");
     return j_.bounded_number(integral, lo, hi);
 }

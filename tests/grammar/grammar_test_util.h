@@ -1,7 +1,9 @@
 // Helpers for the grammar tests: run a grammar over text (bytes, with K3 control tokens written
-// as their text), and tokenizers of the synthetic vocabularies (tiny: 512 ids, single bytes;
+// as their text), check which strings it accepts and which schemas it refuses, and tokenizers of the synthetic vocabularies (tiny: 512 ids, single bytes;
 // demo: 4096 ids with multi-byte pieces).
 #pragma once
+#include <doctest/doctest.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -42,6 +44,22 @@ inline bool grammar_accepts(const Grammar& g, std::string_view text) {
         i += width;
     }
     return a.accepting(s);
+}
+
+// Checks that `g` accepts every string of `good` and none of `bad`, naming the one that fails.
+inline void check_sentences(const Grammar& g, std::initializer_list<std::string> good, std::initializer_list<std::string> bad) {
+    for (const auto& s : good) CHECK_MESSAGE(grammar_accepts(g, s), "should accept: " << s);
+    for (const auto& s : bad) CHECK_MESSAGE(!grammar_accepts(g, s), "should reject: " << s);
+}
+
+// The keyword a schema is refused for (GrammarError::keyword), or "(accepted)".
+inline std::string refused_keyword(const std::string& schema) {
+    try {
+        Grammar::json_schema(schema);
+    } catch (const GrammarError& e) {
+        return e.keyword();
+    }
+    return "(accepted)";
 }
 
 inline std::shared_ptr<Tokenizer> synthetic_tokenizer(int vocab_size) {

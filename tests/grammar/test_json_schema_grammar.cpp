@@ -9,29 +9,13 @@
 #include "grammar_test_util.h"
 
 using namespace k3;
+using k3::test::check_sentences;
 using k3::test::grammar_accepts;
-
-namespace {
-
-void check(const Grammar& g, std::initializer_list<const char*> good, std::initializer_list<const char*> bad) {
-    for (const char* s : good) CHECK_MESSAGE(grammar_accepts(g, s), "should accept: " << s);
-    for (const char* s : bad) CHECK_MESSAGE(!grammar_accepts(g, s), "should reject: " << s);
-}
-
-std::string refused_keyword(const std::string& schema) {
-    try {
-        Grammar::json_schema(schema);
-    } catch (const GrammarError& e) {
-        return e.keyword();
-    }
-    return "(accepted)";
-}
-
-}  // namespace
+using k3::test::refused_keyword;
 
 TEST_CASE("json_object accepts objects and nothing else") {
     Grammar g = Grammar::json_object();
-    check(g,
+    check_sentences(g,
           {"{}", R"({"a":1})", R"({"a":[1,2.5e-3,{"b":null}],"c":"x\"\u00e9\n","d":true})", "{\"k\":\"\xc3\xa9\"}",
            R"({"":-0.0})"},
           {"[]", "1", "\"s\"", "{", R"({"a":})", R"({"a":1,})", R"({a:1})", "{\"a\":01}", R"({"a":1} )",
@@ -42,7 +26,7 @@ TEST_CASE("objects: required, optional, order, additionalProperties") {
     Grammar g = Grammar::json_schema(R"({"type":"object","properties":{
         "name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},
         "required":["name"],"additionalProperties":false})");
-    check(g,
+    check_sentences(g,
           {R"({"name":"x"})", R"({"name":"x","age":3})", R"({"name":"x","tags":[]})",
            R"({"name":"","age":-12,"tags":["a","b"]})"},
           {R"({})", R"({"age":3})", R"({"age":3,"name":"x"})", R"({"name":"x","extra":1})", R"({"name":"x",})",
@@ -50,26 +34,26 @@ TEST_CASE("objects: required, optional, order, additionalProperties") {
 }
 
 TEST_CASE("enum, const, anyOf, type lists, nested $ref and recursion") {
-    check(Grammar::json_schema(R"({"enum":["red","green",3,null]})"), {R"("red")", "3", "null"}, {R"("blue")", "4", R"("Red")"});
-    check(Grammar::json_schema(R"({"const":{"a":[1]}})"), {R"({"a":[1]})"}, {R"({"a":[2]})"});
-    check(Grammar::json_schema(R"({"anyOf":[{"type":"string"},{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]}]})"),
+    check_sentences(Grammar::json_schema(R"({"enum":["red","green",3,null]})"), {R"("red")", "3", "null"}, {R"("blue")", "4", R"("Red")"});
+    check_sentences(Grammar::json_schema(R"({"const":{"a":[1]}})"), {R"({"a":[1]})"}, {R"({"a":[2]})"});
+    check_sentences(Grammar::json_schema(R"({"anyOf":[{"type":"string"},{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]}]})"),
           {R"("s")", R"({"x":false})"}, {"1", R"({})"});
-    check(Grammar::json_schema(R"({"type":["integer","null"]})"), {"null", "7"}, {"7.5", R"("7")"});
-    check(Grammar::json_schema(R"({"type":"number","nullable":true})"), {"null", "7.5"}, {R"("7")"});
+    check_sentences(Grammar::json_schema(R"({"type":["integer","null"]})"), {"null", "7"}, {"7.5", R"("7")"});
+    check_sentences(Grammar::json_schema(R"({"type":"number","nullable":true})"), {"null", "7.5"}, {R"("7")"});
     Grammar tree = Grammar::json_schema(R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
         "properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v","kids"]}}})");
-    check(tree, {R"({"v":1,"kids":[]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]})"},
+    check_sentences(tree, {R"({"v":1,"kids":[]})", R"({"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]})"},
           {R"({"v":1})", R"({"v":1,"kids":[{"v":2}]})"});
-    check(Grammar::json_schema(R"({"type":"object","properties":{"next":{"$ref":"#"}}})"), {"{}", R"({"next":{"next":{}}})"},
+    check_sentences(Grammar::json_schema(R"({"type":"object","properties":{"next":{"$ref":"#"}}})"), {"{}", R"({"next":{"next":{}}})"},
           {R"({"next":1})"});
 }
 
 TEST_CASE("arrays and strings with counts") {
-    check(Grammar::json_schema(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})"),
+    check_sentences(Grammar::json_schema(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})"),
           {"[true]", "[true,false]"}, {"[]", "[true,true,true]", "[1]"});
-    check(Grammar::json_schema(R"({"type":"string","minLength":2,"maxLength":3})"),
+    check_sentences(Grammar::json_schema(R"({"type":"string","minLength":2,"maxLength":3})"),
           {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\"", R"("\n\t")"}, {R"("a")", R"("abcd")"});
-    check(Grammar::json_schema(R"({"type":"object","additionalProperties":{"type":"integer"}})"),
+    check_sentences(Grammar::json_schema(R"({"type":"object","additionalProperties":{"type":"integer"}})"),
           {"{}", R"({"a":1,"b":2})"}, {R"({"a":"x"})"});
 }
 
@@ -110,21 +94,20 @@ TEST_CASE("numeric bounds agree with the comparison on a grid") {
 }
 
 TEST_CASE("string patterns") {
-    check(Grammar::json_schema(R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"})"), {R"("AB-123")"},
+    check_sentences(Grammar::json_schema(R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"})"), {R"("AB-123")"},
           {R"("AB-12")", R"("ab-123")", R"("xAB-123")"});
-    check(Grammar::json_schema(R"({"type":"string","pattern":"^(cat|dog)s?$"})"), {R"("cat")", R"("dogs")"}, {R"("cow")"});
+    check_sentences(Grammar::json_schema(R"({"type":"string","pattern":"^(cat|dog)s?$"})"), {R"("cat")", R"("dogs")"}, {R"("cow")"});
     // Unanchored: the match may sit anywhere.
-    check(Grammar::json_schema(R"({"type":"string","pattern":"ab+c"})"), {R"("xxabbbc!")"}, {R"("ac")"});
+    check_sentences(Grammar::json_schema(R"({"type":"string","pattern":"ab+c"})"), {R"("xxabbbc!")"}, {R"("ac")"});
     // A quote in a class is written escaped in JSON.
-    check(Grammar::json_schema(R"({"type":"string","pattern":"^[\"a]+$"})"), {R"("a\"a")"}, {R"("b")"});
-    check(Grammar::json_schema(R"({"type":"string","pattern":"^[^0-9]*$"})"), {"\"x\xc3\xa9\"", R"("")"}, {R"("a1")"});
+    check_sentences(Grammar::json_schema(R"({"type":"string","pattern":"^[\"a]+$"})"), {R"("a\"a")"}, {R"("b")"});
+    check_sentences(Grammar::json_schema(R"({"type":"string","pattern":"^[^0-9]*$"})"), {"\"x\xc3\xa9\"", R"("")"}, {R"("a1")"});
 }
 
 TEST_CASE("unsupported keywords are refused by name") {
     CHECK(refused_keyword(R"({"type":"string","format":"email"})") == "format");
     CHECK(refused_keyword(R"({"oneOf":[{"type":"string"}]})") == "oneOf");
     CHECK(refused_keyword(R"({"type":"array","uniqueItems":true})") == "uniqueItems");
-    CHECK(refused_keyword(R"({"type":"number","minimum":0.5})") == "minimum");
     CHECK(refused_keyword(R"({"$ref":"http://example.com/s.json"})") == "$ref");
     CHECK(refused_keyword(R"j({"type":"string","pattern":"(?=a)"})j") == "pattern");
     CHECK(refused_keyword(R"({"type":"string","pattern":"(a)\\1"})") == "pattern");

@@ -110,3 +110,48 @@ test('unsupported schema keywords are a 400 naming the keyword', async () => {
   const ok = await client.chat.completions.create({ model, messages, max_tokens: 2 });
   assert.ok(ok.choices[0]);
 });
+
+// Four schema features tool definitions use (docs/api.md, "Schema keywords enforced"): a pattern
+// with minLength/maxLength, maxLength above 1,000, fractional bounds on a number, and integer
+// bounds beyond 2^53 (written into the body as text: a JavaScript number cannot hold
+// 9007199254740993). As response_format and as a required tool's parameters; the answers must
+// validate with ajv and, for the big integers, compared exactly as BigInt.
+const featuresText = `{"type":"object","properties":{
+  "handle":{"type":"string","pattern":"^[a-z0-9_]+$","minLength":3,"maxLength":12},
+  "bio":{"type":"string","maxLength":1500},
+  "score":{"type":"number","minimum":0.5,"exclusiveMaximum":9.75},
+  "big":{"type":"integer","minimum":-9007199254740993,"maximum":9007199254740993},
+  "huge":{"type":"integer","exclusiveMinimum":100000000000000000000}},
+  "required":["handle","bio","score","big","huge"],"additionalProperties":false}`;
+const validateFeatures = ajv.compile(JSON.parse(featuresText));
+
+// The answer's JSON text: valid under ajv, and its integers within the bounds as written.
+function checkFeatures(text) {
+  const value = JSON.parse(text);
+  assert.ok(validateFeatures(value), `${JSON.stringify(validateFeatures.errors)} in ${text}`);
+  const big = BigInt(text.match(/"big":(-?\d+)/)[1]);
+  assert.ok(big >= -9007199254740993n && big <= 9007199254740993n, text);
+  assert.ok(BigInt(text.match(/"huge":(\d+)/)[1]) > 100000000000000000000n, text);
+}
+
+async function post(path, bodyText) {
+  const res = await fetch(daemon.url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bodyText });
+  const json = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(json));
+  return json;
+}
+
+test('pattern with lengths, long maxLength, fractional and beyond-2^53 bounds: answers validate', async () => {
+  for (const seed of [21, 22, 23]) {
+    const format = await post('/v1/chat/completions', `{"model":"${model}","max_tokens":300,"temperature":1,"seed":${seed},
+      "messages":[{"role":"user","content":"A profile, please."}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"profile","schema":${featuresText}}}}`);
+    checkFeatures(format.choices[0].message.content);
+    const call = await post('/v1/chat/completions', `{"model":"${model}","max_tokens":400,"temperature":1,"seed":${seed},
+      "messages":[{"role":"user","content":"Save my profile."}],"tool_choice":"required",
+      "tools":[{"type":"function","function":{"name":"save_profile","parameters":${featuresText}}}]}`);
+    const calls = call.choices[0].message.tool_calls;
+    assert.ok(calls?.length >= 1, JSON.stringify(call.choices[0]));
+    for (const c of calls) checkFeatures(c.function.arguments);
+  }
+});
