@@ -222,13 +222,35 @@ void translate_thinking(const json& body, json& chat, GenerationRequest& r) {
     }
 }
 
+// Every top-level field of a Messages request (wire/fields.h, RequestField): the known-keys check
+// and the fields copied as they are into the chat request come from this table; the others are
+// read by the translation (or change nothing: metadata, cache_control, ...).
+constexpr RequestField kMessagesFields[] = {
+    {"model", "model"},
+    {"messages"},
+    {"system"},
+    {"max_tokens", "max_completion_tokens"},
+    {"stop_sequences"},
+    {"stream", "stream"},
+    {"temperature", "temperature"},
+    {"top_p", "top_p"},
+    {"top_k", "top_k"},
+    {"tools"},
+    {"tool_choice"},
+    {"thinking"},
+    {"output_config"},
+    {"metadata"},
+    {"cache_control"},
+    {"context_management"},
+    {"service_tier"},
+    {"container"},
+    {"mcp_servers"},
+    {"inference_geo"},
+};
+
 json translate(const json& body, GenerationRequest& r) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
-    check_keys(body,
-               {"model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature", "top_p", "top_k",
-                "tools", "tool_choice", "thinking", "output_config", "metadata", "cache_control", "context_management",
-                "service_tier", "container", "mcp_servers", "inference_geo"},
-               "");
+    check_fields(body, kMessagesFields);
     json messages = json::array();
     if (const json* system = field(body, "system")) messages.push_back({{"role", "system"}, {"content", block_text(*system, "system")}});
     const json* in = field(body, "messages");
@@ -238,13 +260,8 @@ json translate(const json& body, GenerationRequest& r) {
     for (size_t i = 0; i < in->size(); ++i) translate_message((*in)[i], i, messages);
 
     json chat = {{"messages", messages}};
-    for (const char* key : {"model", "stream", "top_p", "top_k"})
-        if (const json* v = field(body, key)) chat[key] = *v;
-    if (const json* t = field(body, "temperature")) {
-        get_number(body, "temperature", 0, 1);  // Anthropic's range
-        chat["temperature"] = *t;
-    }
-    if (const json* m = field(body, "max_tokens")) chat["max_completion_tokens"] = *m;
+    get_number(body, "temperature", 0, 1);  // Anthropic's range, narrower than chat's
+    copy_fields(body, kMessagesFields, chat);
     if (const json* tools = field(body, "tools")) chat["tools"] = translate_tools(*tools);
     if (const json* c = field(body, "tool_choice")) translate_tool_choice(*c, chat);
     translate_thinking(body, chat, r);

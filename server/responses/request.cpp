@@ -159,17 +159,47 @@ json translate_input(const json& body) {
     return messages;
 }
 
+// Every top-level field of a Responses request (wire/fields.h, RequestField): the known-keys
+// check and the fields copied as they are into the chat request come from this table; the others
+// are read below (or change nothing: store, metadata, ...).
+constexpr RequestField kResponsesFields[] = {
+    {"model", "model"},
+    {"input"},
+    {"instructions"},
+    {"tools"},
+    {"tool_choice"},
+    {"parallel_tool_calls", "parallel_tool_calls"},
+    {"max_output_tokens", "max_completion_tokens"},
+    {"temperature", "temperature"},
+    {"top_p", "top_p"},
+    {"top_k", "top_k"},
+    {"min_p", "min_p"},
+    {"seed", "seed"},
+    {"stream", "stream"},
+    {"stream_options"},
+    {"reasoning"},
+    {"text"},
+    {"store"},
+    {"metadata"},
+    {"user"},
+    {"safety_identifier"},
+    {"prompt_cache_key"},
+    {"service_tier"},
+    {"truncation"},
+    {"include"},
+    {"previous_response_id"},
+    {"background"},
+    {"conversation"},
+    {"top_logprobs"},
+    {"max_tool_calls"},
+};
+
 }  // namespace
 
 GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok, const ModelLimits& limits,
                                           const nlohmann::ordered_json* schemas) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
-    check_keys(body,
-               {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
-                "temperature", "top_p", "top_k", "min_p", "seed", "stream", "stream_options", "reasoning", "text",
-                "store", "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier", "truncation",
-                "include", "previous_response_id", "background", "conversation", "top_logprobs", "max_tool_calls"},
-               "");
+    check_fields(body, kResponsesFields);
     for (const char* key : {"previous_response_id", "conversation"})
         if (field(body, key))
             throw bad_request(key, std::string("'") + key + "' needs stored responses, which this server does not keep: "
@@ -180,13 +210,11 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
 
     json chat = {{"messages", translate_input(body)}};
     std::vector<std::string> namespaces;
-    for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream", "parallel_tool_calls"})
-        if (const json* v = field(body, key)) chat[key] = *v;
+    copy_fields(body, kResponsesFields, chat);
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) throw bad_request("stream_options", "'stream_options' must be an object", "invalid_type");
         check_keys(*so, {"include_obfuscation"}, "stream_options");
     }
-    if (const json* m = field(body, "max_output_tokens")) chat["max_completion_tokens"] = *m;
     if (const json* n = field(body, "top_logprobs")) {
         chat["logprobs"] = true;
         chat["top_logprobs"] = *n;

@@ -117,4 +117,16 @@ void check_keys(const json& obj, const std::set<std::string>& allowed, const std
         if (!allowed.count(it.key())) note_ignored_field(where.empty() ? it.key() : where + "." + it.key());
 }
 
+void check_fields(const json& body, std::span<const RequestField> fields) {
+    std::set<std::string> names;
+    for (const RequestField& f : fields) names.insert(f.name);
+    check_keys(body, names, "");
+}
+
+void copy_fields(const json& body, std::span<const RequestField> fields, json& chat) {
+    for (const RequestField& f : fields)
+        if (f.chat_name)
+            if (const json* v = field(body, f.name)) chat[f.chat_name] = *v;
+}
+
 }  // namespace k3::server

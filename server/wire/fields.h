@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,21 @@ void refuse_nonzero(const json& body, const char* key, const std::string& why);
 // whose value we cannot honour is a 400 naming it. check_keys records the unknown keys of `obj`
 // as "where.key" in the IgnoredFields of the request being parsed on this thread.
 void check_keys(const json& obj, const std::set<std::string>& allowed, const std::string& where);
+
+// One top-level field of a request that is translated into the chat request it means (the
+// Responses and Messages APIs): its name, and the chat field it is copied to unchanged (nullptr:
+// read by the translation's own code, or known and changing nothing). An endpoint's table of
+// these is the one list of its fields: the known-keys check (check_fields) and the plain copies
+// (copy_fields) both come from it, so a new field is one row plus any code that reads it.
+struct RequestField {
+    const char* name;
+    const char* chat_name = nullptr;
+};
+// check_keys over the table's names.
+void check_fields(const json& body, std::span<const RequestField> fields);
+// Each field of the table that has a chat_name and is present (not null) in `body`, copied to
+// chat[chat_name].
+void copy_fields(const json& body, std::span<const RequestField> fields, json& chat);
 
 // The fields a request's parser ignored, and the tools it left out of the prompt. One per
 // request, installed for the parse on the HTTP thread that runs it (the parsers are plain
