@@ -18,6 +18,7 @@ first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tm
 folders, when a public header (engine/include, cli/include) includes a private one, or when
 there is an upward include (only api/, cli/, server/ and tests include k3/engine.h).
 """
+import argparse
 import collections
 import os
 import re
@@ -162,9 +163,17 @@ def is_public(f):
 
 
 def main(argv):
-    check = "--check" in argv
-    argv = [a for a in argv if a != "--check"]
-    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    parser = argparse.ArgumentParser(prog="floor_plan.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tree", nargs="?", default=os.path.join(os.path.dirname(__file__), ".."),
+                        help="the source tree to measure (default: this checkout)")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 on an include cycle, a leaking public header or an upward include")
+    args = parser.parse_args(argv[1:])
+    if not os.path.isdir(args.tree):
+        parser.error(f"{args.tree} is not a directory")
+    check = args.check
+    root = os.path.abspath(args.tree)
     files = list(sources(root))
     per_folder = collections.Counter(folder(f) for f in files)
     print(f"files per folder ({len(files)} .cpp/.h files in {' '.join(SOURCE_DIRS)}):")
