@@ -14,9 +14,13 @@ first:  git archive 7e2a37c | tar -x -C /tmp/before && scripts/floor_plan.py /tm
                      server/ including the server's root (the route table and the daemon's wiring)
   largest functions  the longest function bodies in engine/ and server/ (lines, from universal-ctags)
 
+  the map           every folder of engine/, server/ and cli/ has its row in docs/architecture.md's
+                     table "What each folder holds" (a row whose first cell is the folder's path)
+
 --check (ctest `floor_plan`): exits 1 when there is an include cycle, between files or between
-folders, when a public header (engine/include, cli/include) includes a private one, or when
-there is an upward include (only api/, cli/, server/ and tests include k3/engine.h).
+folders, when a public header (engine/include, cli/include) includes a private one, when
+there is an upward include (only api/, cli/, server/ and tests include k3/engine.h), or when a
+folder is missing from the map.
 """
 import argparse
 import collections
@@ -162,6 +166,32 @@ def is_public(f):
     return f.startswith(("engine/include/", "cli/include/", "engine/cli/include/"))
 
 
+MAP = "docs/architecture.md"
+MAP_SECTION = "## What each folder holds"
+
+
+def unmapped_folders(root, folders):
+    """The folders without a row in the map's folder table (None: the tree has no map)."""
+    path = os.path.join(root, MAP)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    start = text.find(MAP_SECTION)
+    if start < 0:
+        return sorted(folders)
+    end = text.find("\n## ", start + len(MAP_SECTION))
+    section = text[start:end if end >= 0 else len(text)]
+    named = set()
+    for line in section.splitlines():
+        # | `engine/tokenizer/`, `engine/chat/` | ... : every path in the first cell
+        if line.startswith("| "):
+            named.update(p.rstrip("/") for p in re.findall(r"`([^`]+)`", line.split("|")[1]))
+    # engine/include/k3/ names engine/include (folder() counts the public headers as one folder)
+    named.update(folder(n + "/x") for n in list(named))
+    return sorted(f for f in folders if f not in named)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="floor_plan.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,8 +236,13 @@ def main(argv):
         n_units, n_floors = floors(g, top)
         if n_units:
             print(f"{top}/: {n_units} units on {n_floors} floors")
+    unmapped = unmapped_folders(root, per_folder.keys())
+    if unmapped is not None:
+        print(f"folders missing from {MAP}'s table: {len(unmapped)}")
+        for f in unmapped:
+            print("  " + f)
     if check:
-        return 1 if file_cycles or folder_cycles or leaks or upward else 0
+        return 1 if file_cycles or folder_cycles or leaks or upward or unmapped else 0
     rows = largest_functions(root, files, 10)
     if rows is None:
         print("largest functions: universal-ctags is not installed (apt-get install universal-ctags)")
