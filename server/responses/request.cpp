@@ -75,6 +75,18 @@ std::string reasoning_text(const json& item) {
     return text;
 }
 
+// The request's tools as Response.tools reports them: as sent, but a function tool always has
+// `strict` and `parameters` (the schema requires both), null where the request left them out.
+json echoed_tools(const json& body) {
+    json tools = body.value("tools", json::array());
+    if (!tools.is_array()) return tools;
+    for (auto& t : tools)
+        if (t.is_object() && t.value("type", "") == "function")
+            for (const char* key : {"strict", "parameters"})
+                if (!t.contains(key)) t[key] = nullptr;
+    return tools;
+}
+
 // input (a string or items) + instructions -> chat messages.
 json translate_input(const json& body) {
     json messages = json::array();
@@ -318,7 +330,7 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
     echo["temperature"] = body.value("temperature", json(1.0));
     echo["top_p"] = body.value("top_p", json(1.0));
     echo["tool_choice"] = body.value("tool_choice", json("auto"));
-    echo["tools"] = body.value("tools", json::array());
+    echo["tools"] = echoed_tools(body);
     echo["metadata"] = body.value("metadata", json::object());
     echo["text"] = body.value("text", json{{"format", {{"type", "text"}}}});
     json reasoning = {{"effort", nullptr}, {"summary", nullptr}};

@@ -47,13 +47,15 @@ std::string refusal_message(const GrammarBudgetError& e) {
 GrammarRefusal::GrammarRefusal(const std::string& param, const GrammarBudgetError& e)
     : ApiError(400, "invalid_request_error", "grammar_too_large", param, refusal_message(e)), limit(e.limit()) {}
 
-json error_body(int status, const std::string& type, const std::string& code, const std::string& param,
+// The status is not in the body: code is a string or null, never the status number
+// (docs/api.md, the error table).
+json error_body(int /*status*/, const std::string& type, const std::string& code, const std::string& param,
                 const std::string& message) {
     return json{{"error",
                  {{"message", message},
                   {"type", type},
                   {"param", param.empty() ? json(nullptr) : json(param)},
-                  {"code", code.empty() ? json(status) : json(code)}}}};
+                  {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
 json error_body(const ApiError& e) { return error_body(e.status, e.type, e.code, e.param, e.what()); }

@@ -76,12 +76,31 @@ const routes = [
 
 export const checked = { answers: 0, events: 0 };
 
+// The `type` of every member of a union with a discriminator (ResponseStreamEvent: the event
+// types a Responses stream may carry), sorted.
+export function memberTypes(name) {
+  validator(name);
+  const s = schemas[name];
+  const prop = s.discriminator.propertyName;
+  return (s.anyOf ?? s.oneOf).flatMap((ref) => {
+    const p = schemas[ref.$ref.split('/').pop()].properties[prop];
+    return p.enum ?? [p.const];
+  }).sort();
+}
+
 // A fetch that validates each answer it hands on (errors against ErrorResponse).
 export function validatingFetch(inner = fetch) {
   return async (url, init) => {
     const res = await inner(url, init);
     const route = routes.find(([re]) => re.test(new URL(String(url)).pathname));
-    if (!route) return res;
+    if (!route) {
+      // Any other route's errors (a 404 for an unknown one) are OpenAI's error shape too.
+      if (!res.ok) {
+        check('ErrorResponse', await res.clone().json());
+        checked.answers++;
+      }
+      return res;
+    }
     const [, whole, event] = route;
     const text = await res.clone().text();
     if (!res.ok) {

@@ -2,8 +2,9 @@
 // (../shared/data/openai-openapi.json, components.schemas), on the stock daemon and the tiny
 // random-weight model, through the openai SDK with openapi.mjs's validating fetch: chat (text,
 // a required tool call, both streamed too), completions, responses (whole and streamed, with a
-// function tool and a user), models, and an error. Without the description (a clone without
-// ../shared beside it) every test skips, naming the file.
+// function tool, with and without `strict`, and a user), models, and errors (a 400, a 404 for an
+// unknown route). Without the description (a clone without ../shared beside it) every test
+// skips, naming the file.
 import { test as nodeTest, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -38,12 +39,14 @@ test('chat completions: text and a required call, whole and streamed', async () 
   assert.ok(checked.events - start.events >= 4);
 });
 
-test('completions, models and an error', async () => {
+test('completions, models and errors', async () => {
   const start = checked.answers;
   await client.completions.create({ model: 'k3', prompt: 'Hello', max_tokens: 8 });
   await client.models.list();
   await assert.rejects(client.chat.completions.create({ model: 'k3', messages: [], max_tokens: 8 }), /must not be empty/);
-  assert.equal(checked.answers - start, 3);
+  // A 404's error.code is a string or null (Error.code), never the status number.
+  await assert.rejects(client.get('/no-such-route'), (e) => e instanceof OpenAI.NotFoundError);
+  assert.equal(checked.answers - start, 4);
 });
 
 test('responses: whole and streamed, with a function tool and a user', async () => {
@@ -56,4 +59,15 @@ test('responses: whole and streamed, with a function tool and a user', async () 
     tool_choice: 'required', stream: true }));
   assert.equal(checked.answers - start.answers, 2);
   assert.ok(checked.events - start.events >= 6);
+});
+
+test('responses: a function tool sent without strict is echoed as Response.tools requires, whole and streamed', async () => {
+  const start = { ...checked };
+  const tools = [{ type: 'function', name: 'get_weather', parameters: chatTools[0].function.parameters }];
+  const whole = await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 200, tools, tool_choice: 'required' });
+  assert.equal(whole.tools[0].strict, null);
+  await drain(await client.responses.create({ model: 'gpt-5', input: 'Hi', max_output_tokens: 200, tools,
+    tool_choice: 'required', stream: true }));
+  assert.equal(checked.answers - start.answers, 1);
+  assert.ok(checked.events - start.events >= 4);
 });
