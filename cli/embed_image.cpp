@@ -14,12 +14,13 @@
 #include "k3/engine.h"
 #include "k3/error.h"
 #include "k3/image.h"
+#include "k3/kernel_set_names.h"
 
 namespace k3::cli {
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kUsageHead =
     "usage: k3serve embed-image MODEL_DIR IMAGE (--out ROWS.f32 | --patches PATCHES.f32) [options]\n"
     "\n"
     "Decodes and preprocesses IMAGE (PNG or JPEG) as the release's processor does, runs the\n"
@@ -31,9 +32,14 @@ constexpr const char* kUsage =
     "  --vision-eps X       the tower's RMSNorm epsilon (default 1.1920929e-7, PyTorch >= 2.7;\n"
     "                       0.0078125 is what PyTorch 2.4-2.6 used)\n"
     "  --threads N          compute threads (default: physical cores)\n"
-    "  --kernels NAME       force a kernel set: scalar, avx2, avx512, neon\n"
+    "  --kernels NAME       force a kernel set: ";
+// then the kernel-set table's names (k3/kernel_set_names.h) and
+constexpr const char* kUsageTail =
+    "\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage, an unreadable image or checkpoint, a model without a vision tower.\n";
+
+std::string usage() { return kUsageHead + kernel_set_list() + kUsageTail; }
 
 void write_floats(const std::string& path, const std::vector<float>& v, const char* flag) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -45,7 +51,7 @@ void write_floats(const std::string& path, const std::vector<float>& v, const ch
 }  // namespace
 
 int embed_image_main(int argc, char** argv) {
-    return run_subcommand({"embed-image", kUsage}, argc, argv, [](ArgList& args) {
+    return run_subcommand({"embed-image", usage()}, argc, argv, [](ArgList& args) {
         std::string model_dir, image_path, out_path, patches_path;
         EngineOptions opt;
         while (args.next()) {

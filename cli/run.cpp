@@ -25,6 +25,7 @@
 #include "k3/forward_stages.h"
 #include "k3/xtml.h"
 #include "k3/next_token.h"
+#include "k3/kernel_set_names.h"
 #include "k3/stats.h"
 #include "k3/tokenizer.h"
 #include "k3/cli.h"
@@ -35,7 +36,7 @@ namespace k3::cli {
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kUsageHead =
     "usage: k3serve run MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [options]\n"
     "\n"
     "Greedy generation (argmax, lowest id on ties), incremental decode. While the prompt is\n"
@@ -48,7 +49,10 @@ constexpr const char* kUsage =
     "                       (docs/model.md 'Images in the prompt')\n"
     "  --gen N              tokens to generate (default 8)\n"
     "  --threads N          compute threads (default: physical cores)\n"
-    "  --kernels NAME       force a kernel set: scalar, avx2, avx512, neon (default: best for this CPU)\n"
+    "  --kernels NAME       force a kernel set: ";
+// then the kernel-set table's names (k3/kernel_set_names.h) and
+constexpr const char* kUsageTail =
+    " (default: best for this CPU)\n"
     "  --no-vision          text only: the checkpoint's vision tower is neither checked nor read\n"
     "  --ctx N              session context (default: prompt + gen)\n"
     "  --dump-logits PATH   write the prompt's logits at every position, float32 LE [positions][vocab]\n"
@@ -64,6 +68,8 @@ constexpr const char* kUsage =
     "                       (default: the preset's, else at most 256 tokens)\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage or untrusted checkpoint, 4 a routed expert failed to load.\n";
+
+std::string usage() { return kUsageHead + kernel_set_list() + kUsageTail; }
 
 struct Args {
     std::string model_dir;
@@ -409,7 +415,7 @@ int run(const Args& args) {
 }  // namespace
 
 int run_main(int argc, char** argv) {
-    return run_subcommand({"run", kUsage}, argc, argv, [](ArgList& args) { return run(parse_args(args)); });
+    return run_subcommand({"run", usage()}, argc, argv, [](ArgList& args) { return run(parse_args(args)); });
 }
 
 }  // namespace k3::cli

@@ -1,8 +1,9 @@
 // Timing the forward pass's work that is not a weight product (token_work.h). Each figure runs
-// the engine's own function (attn_res_mix, rmsnorm, kda_head_token, select_experts,
-// mla_absorb_query, the kernels' matvec and situ_glu) on 64 tokens of seeded data at the model's
-// widths, on one thread: timed inside a parallel region, 64 tokens' work is less than one join on
-// a loaded machine (0.4 ms at load 13), and the join is its own figure.
+// the engine's own function (attn_res_mix, rmsnorm, kda_head_token, select_experts, the
+// kernels' matvec_transposed_bf16 (MLA's query absorption), matvec and situ_glu) on 64 tokens of
+// seeded data at the model's widths, on one thread: timed inside a parallel region, 64 tokens'
+// work is less than one join on a loaded machine (0.4 ms at load 13), and the join is its own
+// figure.
 #include "cli/token_work.h"
 #include "cli/timed_passes.h"
 
@@ -178,7 +179,7 @@ TokenWork measure_token_work(const ModelConfig& c, int threads, double seconds) 
             for (int64_t item = 0; item < kTokens * H; ++item) {
                 const int64_t h = item % H;
                 const uint16_t* W = &kv_b[size_t(h * (NOPE + VH) * KVL)];
-                mla_absorb_query(W, &q[size_t(item * NOPE)], NOPE, KVL, &q_abs[size_t(item * KVL)]);
+                cp.k.matvec_transposed_bf16(W, &q[size_t(item * NOPE)], &q_abs[size_t(item * KVL)], NOPE, KVL);
                 float* ci = c_i.data();
                 for (int64_t j = 0; j < KVL; ++j) ci[j] = ctx[size_t(item * KVL + j)] / 1.5f;
                 float* oi = &o[size_t(item * VH)];

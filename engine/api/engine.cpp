@@ -8,6 +8,7 @@
 
 #include "api/engine_impl.h"
 #include "k3/forward_stages.h"
+#include "k3/kernel_set_names.h"
 #include "kernels/kernel_sets.h"
 #include "io/file.h"
 #include "store/memory_plan.h"
@@ -33,16 +34,18 @@ PromptStateShape prompt_state_shape(const ModelConfig& c) {
 
 // The one place a kernel-set request is decided. The request is EngineOptions::kernels (--kernels),
 // or when that is empty the K3_KERNELS environment variable (tests, benchmarks); both follow one
-// rule: "" is the best set for this CPU and build, a set this CPU or build lacks is refused.
+// rule: "" is the best set for this CPU and build, a name no row of kernel_sets() has or a set this
+// CPU or build lacks is refused.
 const Kernels& choose_kernels(std::string name) {
     if (name.empty())
         if (const char* env = std::getenv("K3_KERNELS")) name = env;
     if (name.empty()) return select_kernels();
-    const Kernels& k = kernels_for_request(name.c_str());
-    if (name == k.name) return k;
-    if (name != "avx2" && name != "avx512" && name != "neon")
-        throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected scalar, avx2, avx512 or neon)");
-    throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build");
+    const KernelSet* set = find_kernel_set(name);
+    if (set == nullptr)
+        throw Error(ErrorKind::Usage, "unknown kernel set '" + name + "' (expected " + kernel_set_list() + ")");
+    if (const Kernels* k = set->usable()) return *k;
+    throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build (it needs " +
+                                      set->needs + ")");
 }
 
 }  // namespace

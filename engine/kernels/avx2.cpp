@@ -4,17 +4,19 @@
 // adding those two registers.
 //
 // Speed: as avx512.cpp, with half-width registers. bf16 matvec streams one row at a time;
-// matmul takes 2 rows x 2 tokens per tile; MXFP4 is decoded in registers (8-entry permute of
-// the group's scaled magnitudes, then the sign bit by one XOR).
+// matmul takes 2 rows x 2 tokens per tile (the shared driver, tile_driver.h); MXFP4 is decoded
+// in registers (8-entry permute of the group's scaled magnitudes, then the sign bit by one XOR).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "kernels/avx2_ops.h"
 #include "kernels/kernel_sets.h"
-#include "util/check.h"
+#include "kernels/lane_kernels.h"
+#include "kernels/tile_driver.h"
+#include "kernels/trunk_words_x86.h"
 
 namespace k3 {
 namespace {
@@ -48,11 +50,13 @@ inline __m256 fmadd_lanes(__m256 w, __m256 x, __m256 acc, __m256i mask) {
     return _mm256_blendv_ps(acc, _mm256_fmadd_ps(w, x, acc), _mm256_castsi256_ps(mask));
 }
 
-// bf16 -> fp32 is exact: the 16 bits become the top half of the fp32 word.
-inline __m256 load_bf16x8(const uint16_t* p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
+// The shared tile driver's view of this file (tile_driver.h), and the tag its calls of
+// bf16_tile, mxfp4_tile and split_even_odd below are found by: one token takes 2 MXFP4 rows a
+// tile so two fma chains overlap; several tokens take 2 x 2 bf16 tiles (8 accumulator registers
+// of the 16) and 1 row x 4 tokens of MXFP4.
+struct Avx2Tiles {
+    static constexpr int kBf16Rows = 2, kBf16Tokens = 2, kMxfp4RowsOneToken = 2, kMxfp4Rows = 1, kMxfp4Tokens = 4;
+};
 
 // ---- bf16 matvec / matmul ----
 
@@ -62,7 +66,7 @@ constexpr int kPrefetchBytes = 4096;
 // R rows of W . TB tokens of X into Y[t * y_stride + r]. The column tail goes through
 // zero-padded copies, added only on the tail's lanes (fmadd_lanes).
 template <int R, int TB>
-void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+void bf16_tile(Avx2Tiles, const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
     Acc16 acc[R][TB];
     const int64_t full = cols & ~int64_t{15};
     for (int64_t i = 0; i < full; i += 16) {
@@ -71,8 +75,8 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
                 _mm_prefetch(reinterpret_cast<const char*>(W + r * cols + i) + kPrefetchBytes, _MM_HINT_T0);
         __m256 w_lo[R], w_hi[R];
         for (int r = 0; r < R; ++r) {
-            w_lo[r] = load_bf16x8(W + r * cols + i);
-            w_hi[r] = load_bf16x8(W + r * cols + i + 8);
+            w_lo[r] = Avx2Ops::load_bf16(W + r * cols + i);
+            w_hi[r] = Avx2Ops::load_bf16(W + r * cols + i + 8);
         }
         for (int t = 0; t < TB; ++t) {
             const __m256 x_lo = _mm256_loadu_ps(X + t * x_stride + i), x_hi = _mm256_loadu_ps(X + t * x_stride + i + 8);
@@ -88,7 +92,7 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
         for (int r = 0; r < R; ++r) {
             alignas(32) uint16_t w_pad[16] = {};
             std::memcpy(w_pad, W + r * cols + full, rem * sizeof(uint16_t));
-            const __m256 w_lo = load_bf16x8(w_pad), w_hi = load_bf16x8(w_pad + 8);
+            const __m256 w_lo = Avx2Ops::load_bf16(w_pad), w_hi = Avx2Ops::load_bf16(w_pad + 8);
             for (int t = 0; t < TB; ++t) {
                 const float* x = X + t * x_stride + full;
                 acc[r][t].lo = fmadd_lanes(w_lo, _mm256_maskload_ps(x, m_lo), acc[r][t].lo, m_lo);
@@ -100,43 +104,10 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
         for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
-// One token: one row at a time (one sequential stream, see avx512.cpp). Several tokens: 2 rows x
-// 2 tokens per tile (8 accumulator registers of the 16).
-constexpr int kBf16Rows = 2;
-constexpr int kBf16Tokens = 2;
-
-void matmul_bf16_avx2(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
-    if (T == 1) {
-        for (int64_t r = 0; r < rows; ++r) bf16_tile<1, 1>(W + r * cols, cols, X, cols, Y + r, rows);
-        return;
-    }
-    const int64_t tile = matmul_token_tile(cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t t1 = std::min(T, t0 + tile);
-        for (int64_t r = 0; r < rows; r += kBf16Rows) {
-            const uint16_t* Wr = W + r * cols;
-            const bool pair = r + kBf16Rows <= rows;
-            for (int64_t t = t0; t < t1; t += kBf16Tokens) {
-                const bool two = t + kBf16Tokens <= t1;
-                float* Yt = Y + t * rows + r;
-                const float* Xt = X + t * cols;
-                if (pair && two) bf16_tile<2, 2>(Wr, cols, Xt, cols, Yt, rows);
-                else if (pair) bf16_tile<2, 1>(Wr, cols, Xt, cols, Yt, rows);
-                else if (two) bf16_tile<1, 2>(Wr, cols, Xt, cols, Yt, rows);
-                else bf16_tile<1, 1>(Wr, cols, Xt, cols, Yt, rows);
-            }
-        }
-    }
-}
-
-void matvec_bf16_avx2(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
-    matmul_bf16_avx2(W, x, y, rows, cols, 1);
-}
-
 // ---- MXFP4 matvec / matmul ----
 
 // x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones (see avx512.cpp).
-void split_even_odd(const float* x, float* out, int64_t cols) {
+void split_even_odd(Avx2Tiles, const float* x, float* out, int64_t cols) {
     for (int64_t g = 0; g < cols; g += 32) {
         for (int half = 0; half < 2; ++half) {  // elements 16*half .. 16*half+15
             const __m256 a = _mm256_loadu_ps(x + g + 16 * half), b = _mm256_loadu_ps(x + g + 16 * half + 8);
@@ -171,7 +142,7 @@ inline Decoded8 decode8(const uint8_t* bytes8, __m256 magnitude_xor_code) {
 // R rows x TB tokens; Xs holds split_even_odd x. Lanes 0-7 are the group's bytes 0-7, lanes
 // 8-15 its bytes 8-15; low nibble first, then high, as the reference.
 template <int R, int TB>
-void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+void mxfp4_tile(Avx2Tiles, const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
                 int64_t y_stride) {
     const MagnitudeXorCodeRow* table = magnitude_xor_code_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
@@ -204,46 +175,6 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
         for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
-void matmul_mxfp4_avx2(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
-                       int64_t cols, int64_t T) {
-    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
-    const int64_t tile = matmul_token_tile(cols);
-    thread_local std::vector<float> split;  // grown once per thread, then reused
-    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t n_tokens = std::min(T - t0, tile);
-        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
-        float* Yt = Y + t0 * rows;
-        const float* Xs = split.data();
-        if (n_tokens == 1) {
-            // One token: two rows at a time so two fma chains overlap.
-            int64_t r = 0;
-            for (; r + 2 <= rows; r += 2)
-                mxfp4_tile<2, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows);
-            if (r < rows)
-                mxfp4_tile<1, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows);
-            continue;
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-            const uint8_t* P = packed + r * (cols / 2);
-            const uint8_t* Sc = scales + r * (cols / 32);
-            int64_t t = 0;
-            for (; t + 4 <= n_tokens; t += 4) mxfp4_tile<1, 4>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows);
-            switch (n_tokens - t) {
-                case 3: mxfp4_tile<1, 3>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
-                case 2: mxfp4_tile<1, 2>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
-                case 1: mxfp4_tile<1, 1>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows); break;
-                default: break;
-            }
-        }
-    }
-}
-
-void matvec_mxfp4_avx2(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
-                       int64_t cols) {
-    matmul_mxfp4_avx2(packed, scales, x, y, rows, cols, 1);
-}
-
 // ---- dot products ----
 
 // Accumulates a[0..n) . b[0..n) into 16 lanes (element i -> lane i % 16).
@@ -268,49 +199,6 @@ float dot_f32_avx2(const float* a, const float* b, int64_t n) {
 }
 
 // ---- KDA recurrence ----
-
-// Every column j of S evolves on its own (u[j], the delta and o[j] involve column j only), so
-// the step runs column block by column block, each kept in registers through both passes, in
-// exactly the reference's per-element order. NV vectors of 8 columns starting at column j0.
-template <int NV>
-void kda_columns(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta, float* o,
-                 int D, int j0) {
-    __m256 u[NV];
-    for (int b = 0; b < NV; ++b) u[b] = _mm256_setzero_ps();
-    for (int i = 0; i < D; ++i) {  // 1. decay rows, 2. u = k^T S from the decayed rows
-        float* row = S + static_cast<int64_t>(i) * D + j0;
-        const __m256 a = _mm256_set1_ps(alpha[i]), ki = _mm256_set1_ps(k[i]);
-        for (int b = 0; b < NV; ++b) {
-            const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * b), a);
-            _mm256_storeu_ps(row + 8 * b, s);
-            u[b] = _mm256_fmadd_ps(ki, s, u[b]);
-        }
-    }
-    __m256 out[NV];
-    for (int b = 0; b < NV; ++b) {
-        u[b] = _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * b), u[b]);  // the delta v - u
-        out[b] = _mm256_setzero_ps();
-    }
-    for (int i = 0; i < D; ++i) {  // 3. delta write, 4. o = qs^T S from the updated rows
-        float* row = S + static_cast<int64_t>(i) * D + j0;
-        const __m256 kb = _mm256_set1_ps(k[i] * beta), qi = _mm256_set1_ps(qs[i]);
-        for (int b = 0; b < NV; ++b) {
-            const __m256 s = _mm256_fmadd_ps(kb, u[b], _mm256_loadu_ps(row + 8 * b));
-            _mm256_storeu_ps(row + 8 * b, s);
-            out[b] = _mm256_fmadd_ps(qi, s, out[b]);
-        }
-    }
-    for (int b = 0; b < NV; ++b) _mm256_storeu_ps(o + j0 + 8 * b, out[b]);
-}
-
-void kda_step_avx2(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
-                   float* o, int D) {
-    K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
-    int j = 0;
-    for (; j + 32 <= D; j += 32) kda_columns<4>(S, qs, k, v, alpha, beta, o, D, j);
-    for (; j + 8 <= D; j += 8) kda_columns<1>(S, qs, k, v, alpha, beta, o, D, j);
-    for (; j < D; ++j) kda_step_column(S, qs, k, v, alpha, beta, o, D, j);  // the last columns
-}
 
 // ---- attention over cached positions ----
 
@@ -369,41 +257,9 @@ void attend_block_avx2(const float* Q, int64_t q_stride, int nq, const int32_t* 
     for (; i < nq; ++i)
         score_queries<1>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk, scratch + int64_t(i) * kAttendBlock);
     for (i = 0; i < nq; ++i) {
-        const float* p = scratch + int64_t(i) * kAttendBlock;
-        const int64_t n = n_valid[i];
-        const float c = fold_block_softmax(scratch + int64_t(i) * kAttendBlock, n, scale, &m[i], &l[i]);
-        float* out = acc + i * acc_stride;
-        const __m256 cv = _mm256_set1_ps(c);
-        // out[j] = out[j] * c, then an fma chain over positions: 32 columns at a time, then 8, then one.
-        int j = 0;
-        for (; j + 32 <= dv; j += 32) {
-            __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(out + j), cv), a1 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 8), cv),
-                   a2 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 16), cv),
-                   a3 = _mm256_mul_ps(_mm256_loadu_ps(out + j + 24), cv);
-            for (int64_t s = 0; s < n; ++s) {
-                const __m256 ps = _mm256_set1_ps(p[s]);
-                const float* val = vals + s * val_stride + j;
-                a0 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val), a0);
-                a1 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 8), a1);
-                a2 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 16), a2);
-                a3 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(val + 24), a3);
-            }
-            _mm256_storeu_ps(out + j, a0);
-            _mm256_storeu_ps(out + j + 8, a1);
-            _mm256_storeu_ps(out + j + 16, a2);
-            _mm256_storeu_ps(out + j + 24, a3);
-        }
-        for (; j + 8 <= dv; j += 8) {
-            __m256 a = _mm256_mul_ps(_mm256_loadu_ps(out + j), cv);
-            for (int64_t s = 0; s < n; ++s)
-                a = _mm256_fmadd_ps(_mm256_set1_ps(p[s]), _mm256_loadu_ps(vals + s * val_stride + j), a);
-            _mm256_storeu_ps(out + j, a);
-        }
-        for (; j < dv; ++j) {
-            float a = out[j] * c;
-            for (int64_t s = 0; s < n; ++s) a = std::fma(p[s], vals[s * val_stride + j], a);
-            out[j] = a;
-        }
+        float* p = scratch + int64_t(i) * kAttendBlock;
+        const float c = fold_block_softmax(p, n_valid[i], scale, &m[i], &l[i]);
+        lanes::add_block_values<Avx2Ops>(p, n_valid[i], vals, val_stride, dv, c, acc + i * acc_stride);
     }
 }
 
@@ -412,14 +268,16 @@ void attend_block_avx2(const float* Q, int64_t q_stride, int nq, const int32_t* 
 const Kernels& avx2_table() {
     static const Kernels table = {
         .name = "avx2",
-        .matvec_bf16 = matvec_bf16_avx2,
-        .matmul_bf16 = matmul_bf16_avx2,
-        .matvec_mxfp4 = matvec_mxfp4_avx2,
-        .matmul_mxfp4 = matmul_mxfp4_avx2,
+        .matvec_bf16 = tiles::matvec_bf16<Avx2Tiles>,
+        .matmul_bf16 = tiles::matmul_bf16<Avx2Tiles>,
+        .matvec_mxfp4 = tiles::matvec_mxfp4<Avx2Tiles>,
+        .matmul_mxfp4 = tiles::matmul_mxfp4<Avx2Tiles>,
         .dot_f32 = dot_f32_avx2,
-        .kda_step = kda_step_avx2,
+        .kda_step = lanes::kda_step<Avx2Ops>,
         .attend_block = attend_block_avx2,
         .situ_glu = situ_glu_avx2,
+        .matvec_transposed_bf16 = lanes::matvec_transposed_bf16<Avx2Ops>,
+        .trunk_words = trunk_words_x86,
     };
     return table;
 }

@@ -20,7 +20,11 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/avx512_ops.h"
 #include "kernels/kernel_sets.h"
+#include "kernels/lane_kernels.h"
+#include "kernels/tile_driver.h"
+#include "kernels/trunk_words_x86.h"
 #include "util/check.h"
 
 namespace k3 {
@@ -94,6 +98,23 @@ inline __m512 load_bf16(const uint16_t* p) {
 }
 inline __m512 load_bf16_masked(const uint16_t* p, __mmask16 m) { return widen_bf16(_mm256_maskz_loadu_epi16(m, p)); }
 
+// The shared tile driver's view of this file (tile_driver.h), and the tag its calls of
+// bf16_tile, mxfp4_tile and split_even_odd below are found by.
+// One token (decode): one row per tile. A single sequential stream reads DRAM faster here than
+// 2 or 4 rows interleaved (measured: 0.9 against 0.6-0.7 of the streaming bandwidth for rows
+// up to 4096 wide), and one fma chain per 16 columns still computes about twice as fast as one
+// core's share of memory bandwidth.
+// Several tokens (prefill, MoE batches): 4 rows x 6 tokens per tile, 24 accumulators, so each
+// weight load (and its widening) feeds 6 fmas and each activation load 4; the activations of a
+// pass of tokens stay in L2 and every weight row is read from DRAM once per pass. 4 x 6 against
+// 4 x 4: 0.86 against 0.75-0.79 of the FMA peak for a 7168-wide matrix, one thread, 24-48
+// tokens a pass (docs/performance.md, "Prefill matmuls against the FMA peak").
+// MXFP4: decoding costs more instructions per byte than bf16, so one token takes 8 rows at once
+// (eight independent fma chains); several tokens take 4 rows x 4 tokens (16 accumulators).
+struct Avx512Tiles {
+    static constexpr int kBf16Rows = 4, kBf16Tokens = 6, kMxfp4RowsOneToken = 8, kMxfp4Rows = 4, kMxfp4Tokens = 4;
+};
+
 // ---- bf16 matvec / matmul ----
 
 // Software prefetch distance along a weight row. The hardware prefetcher alone leaves the core
@@ -104,7 +125,7 @@ constexpr int kBf16PrefetchBytes = 4096;
 // Y[t * y_stride + r] = row r of W . token t of X, for R rows and TB tokens. Each (row, token)
 // keeps its own 16-lane accumulator, so the tile shape never changes a result's bits.
 template <int R, int TB>
-void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+void bf16_tile(Avx512Tiles, const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
     __m512 acc[R][TB];
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -132,59 +153,12 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
     store_tile_sums<R, TB>(acc, Y, y_stride);
 }
 
-// One token (decode): one row per tile. A single sequential stream reads DRAM faster here than
-// 2 or 4 rows interleaved (measured: 0.9 against 0.6-0.7 of the streaming bandwidth for rows
-// up to 4096 wide), and one fma chain per 16 columns still computes about twice as fast as one
-// core's share of memory bandwidth.
-// Several tokens (prefill, MoE batches): 4 rows x 6 tokens per tile, 24 accumulators, so each
-// weight load (and its widening) feeds 6 fmas and each activation load 4; the activations of a
-// pass of tokens stay in L2 and every weight row is read from DRAM once per pass. 4 x 6 against
-// 4 x 4: 0.86 against 0.75-0.79 of the FMA peak for a 7168-wide matrix, one thread, 24-48
-// tokens a pass (docs/performance.md, "Prefill matmuls against the FMA peak").
-constexpr int kBf16Rows = 4;
-constexpr int kBf16Tokens = 6;
-
-// Rows [R rows starting at W] for tokens t0..t1 of X/Y.
-template <int R>
-void bf16_row_block(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t t0,
-                    int64_t t1) {
-    int64_t t = t0;
-    for (; t + kBf16Tokens <= t1; t += kBf16Tokens)
-        bf16_tile<R, kBf16Tokens>(W, cols, X + t * cols, cols, Y + t * rows, rows);
-    switch (t1 - t) {
-        case 5: bf16_tile<R, 5>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
-        case 4: bf16_tile<R, 4>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
-        case 3: bf16_tile<R, 3>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
-        case 2: bf16_tile<R, 2>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
-        case 1: bf16_tile<R, 1>(W, cols, X + t * cols, cols, Y + t * rows, rows); break;
-        default: break;
-    }
-}
-
-void matmul_bf16_avx512(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
-    if (T == 1) {
-        for (int64_t r = 0; r < rows; ++r) bf16_tile<1, 1>(W + r * cols, cols, X, cols, Y + r, rows);
-        return;
-    }
-    const int64_t tile = matmul_token_tile(cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t t1 = std::min(T, t0 + tile);
-        int64_t r = 0;
-        for (; r + kBf16Rows <= rows; r += kBf16Rows)
-            bf16_row_block<kBf16Rows>(W + r * cols, X, Y + r, rows, cols, t0, t1);
-        for (; r < rows; ++r) bf16_row_block<1>(W + r * cols, X, Y + r, rows, cols, t0, t1);
-    }
-}
-
-void matvec_bf16_avx512(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
-    matmul_bf16_avx512(W, x, y, rows, cols, 1);
-}
 
 // ---- MXFP4 matvec / matmul ----
 
 // x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones, so that lane l
 // of a group (packed byte l: elements 2l and 2l+1) meets its x values with plain loads.
-void split_even_odd(const float* x, float* out, int64_t cols) {
+void split_even_odd(Avx512Tiles, const float* x, float* out, int64_t cols) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t g = 0; g < cols; g += 32) {
@@ -201,7 +175,7 @@ constexpr int kMxfp4PrefetchBytes = 2048;
 // low nibbles meet the even x values and then the high nibbles the odd ones: the reference's
 // order (low nibble first) in every lane.
 template <int R, int TB>
-void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+void mxfp4_tile(Avx512Tiles, const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
                 int64_t y_stride) {
     const ScaledE2M1Row* scaled_table = scaled_e2m1_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
@@ -234,55 +208,6 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
     store_tile_sums<R, TB>(acc, Y, y_stride);
 }
 
-// Decoding costs more instructions per byte than bf16, so one token takes 8 rows at once
-// (eight independent fma chains); several tokens take 4 rows x 4 tokens (16 accumulators).
-constexpr int kMxfp4RowsOneToken = 8;
-constexpr int kMxfp4Rows = 4;
-constexpr int kMxfp4Tokens = 4;
-
-template <int R>
-void mxfp4_row_block(const uint8_t* P, const uint8_t* Sc, const float* Xs, float* Y, int64_t rows, int64_t cols,
-                     int64_t n_tokens) {
-    int64_t t = 0;
-    for (; t + kMxfp4Tokens <= n_tokens; t += kMxfp4Tokens)
-        mxfp4_tile<R, kMxfp4Tokens>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows);
-    switch (n_tokens - t) {
-        case 3: mxfp4_tile<R, 3>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
-        case 2: mxfp4_tile<R, 2>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
-        case 1: mxfp4_tile<R, 1>(P, Sc, cols, Xs + t * cols, cols, Y + t * rows, rows); break;
-        default: break;
-    }
-}
-
-void matmul_mxfp4_avx512(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
-                         int64_t cols, int64_t T) {
-    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
-    const int64_t tile = matmul_token_tile(cols);
-    // The split activations of one pass of tokens. Grown once per thread, then reused.
-    thread_local std::vector<float> split;
-    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t n_tokens = std::min(T - t0, tile);
-        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
-        float* Yt = Y + t0 * rows;
-        int64_t r = 0;
-        if (n_tokens == 1)
-            for (; r + kMxfp4RowsOneToken <= rows; r += kMxfp4RowsOneToken)
-                mxfp4_tile<kMxfp4RowsOneToken, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols,
-                                                  split.data(), cols, Yt + r, rows);
-        for (; r + kMxfp4Rows <= rows; r += kMxfp4Rows)
-            mxfp4_row_block<kMxfp4Rows>(packed + r * (cols / 2), scales + r * (cols / 32), split.data(), Yt + r,
-                                        rows, cols, n_tokens);
-        for (; r < rows; ++r)
-            mxfp4_row_block<1>(packed + r * (cols / 2), scales + r * (cols / 32), split.data(), Yt + r, rows, cols,
-                               n_tokens);
-    }
-}
-
-void matvec_mxfp4_avx512(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
-                         int64_t cols) {
-    matmul_mxfp4_avx512(packed, scales, x, y, rows, cols, 1);
-}
 
 // ---- dot products ----
 
@@ -573,14 +498,16 @@ void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t
 const Kernels& avx512_table() {
     static const Kernels table = {
         .name = "avx512",
-        .matvec_bf16 = matvec_bf16_avx512,
-        .matmul_bf16 = matmul_bf16_avx512,
-        .matvec_mxfp4 = matvec_mxfp4_avx512,
-        .matmul_mxfp4 = matmul_mxfp4_avx512,
+        .matvec_bf16 = tiles::matvec_bf16<Avx512Tiles>,
+        .matmul_bf16 = tiles::matmul_bf16<Avx512Tiles>,
+        .matvec_mxfp4 = tiles::matvec_mxfp4<Avx512Tiles>,
+        .matmul_mxfp4 = tiles::matmul_mxfp4<Avx512Tiles>,
         .dot_f32 = dot_f32_avx512,
         .kda_step = kda_step_avx512,
         .attend_block = attend_block_avx512,
         .situ_glu = situ_glu_avx512,
+        .matvec_transposed_bf16 = lanes::matvec_transposed_bf16<Avx512Ops>,
+        .trunk_words = trunk_words_x86,
     };
     return table;
 }

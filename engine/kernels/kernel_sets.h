@@ -1,5 +1,5 @@
-// Private to engine/kernels: how dispatch.cpp reaches the ISA tables, and the small format
-// helpers the ISA files share. Model code includes kernels.h only.
+// Private to engine/kernels: how the kernel-set table (kernel_table.cpp) reaches the ISA
+// tables, and the small format helpers the ISA files share. Model code includes kernels.h only.
 //
 // The reduction order is part of every kernel's definition (ref.cpp spells it out), and every
 // ISA set reproduces it exactly, so all kernel sets give bit-identical results:
@@ -63,11 +63,6 @@ float fold_block_softmax(float* scores, int64_t n, float scale, float* m, float*
 void kda_step_column(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                      float* o, int D, int j);
 
-// The set a name maps to: itself when this build and CPU have it, else the best set below it;
-// nullptr, "" or an unknown name: the best available. Engine::load refuses a request that does
-// not map to itself.
-const Kernels& kernels_for_request(const char* request);
-
 // e8m0_to_float for every scale byte, as a table the SIMD files index per group.
 inline constexpr std::array<float, 256> kE8M0 = [] {
     std::array<float, 256> t{};
@@ -110,17 +105,14 @@ inline int64_t matmul_token_tile(int64_t cols) {
     return std::max<int64_t>(4, tokens & ~int64_t{3});
 }
 
-#if K3_HAVE_AVX2
-const Kernels& avx2_table();  // avx2.cpp; only call when the CPU has AVX2+FMA+F16C
-void situ_glu_avx2(float* g, const float* u, int64_t n, float b1, float b2);  // avx2_situ.cpp
-#endif
-#if K3_HAVE_NEON
-const Kernels& neon_table();  // neon.cpp; aarch64 builds only
-void situ_glu_neon(float* g, const float* u, int64_t n, float b1, float b2);  // neon_situ.cpp
-#endif
-#if K3_HAVE_AVX512
-const Kernels& avx512_table();  // avx512.cpp; only call when the CPU has AVX-512 F/BW/VL/DQ
+// Each ISA's table and SiTU-GLU, defined only in builds that compile the ISA's files (K3_HAVE_AVX2,
+// K3_HAVE_AVX512, K3_HAVE_NEON; engine/CMakeLists.txt). kernel_table.cpp reaches a table only
+// after its row's CPU probe.
+const Kernels& avx2_table();    // avx2.cpp: AVX2, FMA and F16C
+const Kernels& avx512_table();  // avx512.cpp: AVX-512 F/BW/VL/DQ
+const Kernels& neon_table();    // neon.cpp: aarch64
+void situ_glu_avx2(float* g, const float* u, int64_t n, float b1, float b2);    // avx2_situ.cpp
 void situ_glu_avx512(float* g, const float* u, int64_t n, float b1, float b2);  // avx512_situ.cpp
-#endif
+void situ_glu_neon(float* g, const float* u, int64_t n, float b1, float b2);    // neon_situ.cpp
 
 }  // namespace k3

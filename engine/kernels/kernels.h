@@ -1,6 +1,7 @@
 // The only kernel header model code includes. A Kernels table of function pointers is filled
-// once at start-up by select_kernels() (scalar reference, AVX2+FMA or AVX-512 by CPU detection
-// on x86-64, NEON on aarch64); model code calls k.matvec_bf16(...) and never an intrinsic.
+// once at start-up by select_kernels() (the best row of kernel_sets() this build and CPU run:
+// scalar reference, AVX2+FMA or AVX-512 on x86-64, NEON on aarch64); model code calls
+// k.matvec_bf16(...) and never an intrinsic.
 //
 // Contracts every implementation keeps (tests/kernels checks them against ref.cpp):
 //  - Kernels are single-threaded over the rows they are given; callers split rows between
@@ -12,16 +13,19 @@
 //    straight from the packed nibbles (E2M1 value x 2^(scale-127), scale 255 decodes to 0),
 //    which is exact in fp32. No kernel dequantises a whole matrix into memory.
 //  - The reduction order is part of each kernel's definition (kernel_sets.h, ref.cpp) and every
-//    set reproduces it, so scalar, avx2, avx512 and neon give bit-identical results.
+//    set reproduces it, so every set of kernel_sets() gives bit-identical results.
 //  - Kernels are thread-safe. matmul_mxfp4/matvec_mxfp4 keep a per-thread activation buffer
 //    (cols x up to 64 tokens floats) that grows on first use and is then reused.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 namespace k3 {
 
 struct Kernels {
-    const char* name;  // "scalar", "avx2", "avx512", "neon"
+    const char* name;  // its row's name in kernel_sets()
 
     // y[r] = sum_i W[r][i] * x[i]; W bf16 [rows][cols] row-major.
     void (*matvec_bf16)(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols);
@@ -65,6 +69,19 @@ struct Kernels {
     // a few ulp of the exact function; tests/kernels/test_situ_glu.cpp measures it), the same
     // bits in every set and whatever the split of the elements.
     void (*situ_glu)(float* g, const float* u, int64_t n, float b1, float b2);
+
+    // y[j] = sum over d of x[d] * W[d][j] for j < cols: W bf16 [rows][cols], x [rows], y [cols].
+    // Per output, from +0, each term's product rounded and then added (not fused), in increasing
+    // d: MLA's query absorption, W_k^T q_nope (model/mla.cpp).
+    void (*matvec_transposed_bf16)(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols);
+
+    // The trunk codec's bulk decode (store/trunk_codec.h): from word `begin` (a multiple of 32),
+    // groups of 32 words whose codes are all below 15 (no escape): dst[2i] = low[i] and
+    // dst[2i + 1] = table[code i], code i being the low nibble of nibbles[i / 2] for even i and
+    // the high nibble for odd i. Stops at the first group that holds an escape or has fewer than
+    // 32 words left and returns its first word; the codec decodes the rest word by word.
+    size_t (*trunk_words)(const uint8_t* table, const uint8_t* nibbles, const uint8_t* low, size_t begin,
+                          size_t words, uint8_t* dst);
 };
 
 // Keys per attention block: 64 rows of K3's 576-float MLA latent are 147 KiB, which stay in
@@ -80,12 +97,23 @@ void attend_head(const Kernels& k, const float* q, const float* keys, int64_t ke
 // Largest KDA head dimension kda_step accepts (K3 uses 128).
 inline constexpr int kKdaMaxHeadDim = 512;
 
-// The scalar reference set: the definition of every kernel, and the portable fallback.
+// One row per kernel set, in order of preference (the last row this build and CPU run is the
+// best): its name (the --kernels / K3_KERNELS value, the tests' and benchmarks' label), what the
+// CPU must have, and the set's table when this build has the set and this CPU runs it. A new ISA
+// is one row here (kernel_table.cpp) plus its kernel files and their flags (engine/CMakeLists.txt).
+struct KernelSet {
+    const char* name;
+    const char* needs;                // for messages: "AVX2, FMA and F16C"
+    const Kernels* (*usable)();       // nullptr when this build or this CPU lacks the set
+};
+std::span<const KernelSet> kernel_sets();
+
+// The row of that name, or nullptr for a name no row has.
+const KernelSet* find_kernel_set(std::string_view name);
+
+// The scalar reference set: the definition of every kernel, and the portable fallback (the
+// first row, always usable).
 const Kernels& scalar_kernels();
-// ISA sets, or nullptr when this build or this CPU lacks the ISA.
-const Kernels* avx2_kernels();
-const Kernels* avx512_kernels();
-const Kernels* neon_kernels();  // every aarch64 build; nullptr elsewhere
 
 // The best set this CPU and build support, chosen once. A named set (--kernels, K3_KERNELS) is
 // honoured or refused by Engine::load, the one place that reads either.

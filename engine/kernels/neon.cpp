@@ -10,16 +10,18 @@
 // lane, which turns a -0.0 partial sum into +0.0 where the reference leaves it alone.
 //
 // Speed: bf16 matvec streams one row at a time; matmul takes 2 rows x 2 tokens per tile (16
-// accumulators of the 32 registers); MXFP4 is decoded in registers by a 64-byte table lookup
-// (TBL on the group's row of scaled E2M1 values, kernel_sets.h), no multiply.
+// accumulators of the 32 registers; the shared driver, tile_driver.h); MXFP4 is decoded in
+// registers by a 64-byte table lookup (TBL on the group's row of scaled E2M1 values,
+// kernel_sets.h), no multiply.
 #include <arm_neon.h>
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/kernel_sets.h"
-#include "util/check.h"
+#include "kernels/lane_kernels.h"
+#include "kernels/neon_ops.h"
+#include "kernels/tile_driver.h"
 
 namespace k3 {
 namespace {
@@ -57,11 +59,19 @@ inline float32x4_t widen_bf16_high(uint16x8_t w) { return vreinterpretq_f32_u32(
 // Software prefetch distance along a weight row (as the x86 sets).
 constexpr int kPrefetchBytes = 4096;
 
+// The shared tile driver's view of this file (tile_driver.h), and the tag its calls of
+// bf16_tile, mxfp4_tile and split_even_odd below are found by: one token takes 2 MXFP4 rows a
+// tile so two fma chains overlap; several tokens take 2 x 2 bf16 tiles and 1 row x 4 tokens of
+// MXFP4.
+struct NeonTiles {
+    static constexpr int kBf16Rows = 2, kBf16Tokens = 2, kMxfp4RowsOneToken = 2, kMxfp4Rows = 1, kMxfp4Tokens = 4;
+};
+
 // ---- bf16 matvec / matmul ----
 
 // R rows of W . TB tokens of X into Y[t * y_stride + r].
 template <int R, int TB>
-void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
+void bf16_tile(NeonTiles, const uint16_t* W, int64_t cols, const float* X, int64_t x_stride, float* Y, int64_t y_stride) {
     Acc16 acc[R][TB];
     const int64_t full = cols & ~int64_t{15};
     for (int64_t i = 0; i < full; i += 16) {
@@ -98,42 +108,11 @@ void bf16_tile(const uint16_t* W, int64_t cols, const float* X, int64_t x_stride
         for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
-constexpr int kBf16Rows = 2;
-constexpr int kBf16Tokens = 2;
-
-void matmul_bf16_neon(const uint16_t* W, const float* X, float* Y, int64_t rows, int64_t cols, int64_t T) {
-    if (T == 1) {
-        for (int64_t r = 0; r < rows; ++r) bf16_tile<1, 1>(W + r * cols, cols, X, cols, Y + r, rows);
-        return;
-    }
-    const int64_t tile = matmul_token_tile(cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t t1 = std::min(T, t0 + tile);
-        for (int64_t r = 0; r < rows; r += kBf16Rows) {
-            const uint16_t* Wr = W + r * cols;
-            const bool pair = r + kBf16Rows <= rows;
-            for (int64_t t = t0; t < t1; t += kBf16Tokens) {
-                const bool two = t + kBf16Tokens <= t1;
-                float* Yt = Y + t * rows + r;
-                const float* Xt = X + t * cols;
-                if (pair && two) bf16_tile<2, 2>(Wr, cols, Xt, cols, Yt, rows);
-                else if (pair) bf16_tile<2, 1>(Wr, cols, Xt, cols, Yt, rows);
-                else if (two) bf16_tile<1, 2>(Wr, cols, Xt, cols, Yt, rows);
-                else bf16_tile<1, 1>(Wr, cols, Xt, cols, Yt, rows);
-            }
-        }
-    }
-}
-
-void matvec_bf16_neon(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
-    matmul_bf16_neon(W, x, y, rows, cols, 1);
-}
-
 // ---- MXFP4 matvec / matmul ----
 
 // x for MXFP4: per 32-element group, the 16 even elements then the 16 odd ones, so lane j of a
 // group (its byte j) meets x[2j] for the low nibble and x[2j+1] for the high one.
-void split_even_odd(const float* x, float* out, int64_t cols) {
+void split_even_odd(NeonTiles, const float* x, float* out, int64_t cols) {
     for (int64_t g = 0; g < cols; g += 32)
         for (int b = 0; b < 4; ++b) {
             const float32x4x2_t pairs = vld2q_f32(x + g + 8 * b);  // de-interleaves 8 elements
@@ -161,6 +140,12 @@ inline DecodeIndex make_decode_index() {
     return d;
 }
 
+// The decode index of mxfp4_tile, built once.
+const DecodeIndex& decode_index() {
+    static const DecodeIndex d = make_decode_index();
+    return d;
+}
+
 // 16 nibble codes (one per byte, 0..15) -> their 16 fp32 weights, looked up in the group's
 // row of E2M1 x scale (the exact values the reference computes).
 inline void decode16(uint8x16_t codes, const uint8x16x4_t& row, const DecodeIndex& d, float32x4_t out[4]) {
@@ -174,8 +159,9 @@ inline void decode16(uint8x16_t codes, const uint8x16x4_t& row, const DecodeInde
 // R rows x TB tokens; Xs holds split_even_odd x. Lane j of the 16 is the group's byte j: low
 // nibble first, then high, as the reference.
 template <int R, int TB>
-void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
-                int64_t y_stride, const DecodeIndex& d) {
+void mxfp4_tile(NeonTiles, const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* Xs, int64_t x_stride, float* Y,
+                int64_t y_stride) {
+    const DecodeIndex& d = decode_index();
     const ScaledE2M1Row* table = scaled_e2m1_table();
     const int64_t row_bytes = cols / 2, groups = cols / 32;
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
@@ -209,48 +195,6 @@ void mxfp4_tile(const uint8_t* P, const uint8_t* Sc, int64_t cols, const float* 
         for (int t = 0; t < TB; ++t) Y[t * y_stride + r] = reduce_lanes(acc[r][t]);
 }
 
-void matmul_mxfp4_neon(const uint8_t* packed, const uint8_t* scales, const float* X, float* Y, int64_t rows,
-                       int64_t cols, int64_t T) {
-    K3_CHECK(cols % 32 == 0, "MXFP4 width %lld is not a multiple of the 32-element group", (long long)cols);
-    static const DecodeIndex d = make_decode_index();
-    const int64_t tile = matmul_token_tile(cols);
-    thread_local std::vector<float> split;  // grown once per thread, then reused
-    if (static_cast<int64_t>(split.size()) < std::min(T, tile) * cols) split.resize(std::min(T, tile) * cols);
-    for (int64_t t0 = 0; t0 < T; t0 += tile) {
-        const int64_t n_tokens = std::min(T - t0, tile);
-        for (int64_t t = 0; t < n_tokens; ++t) split_even_odd(X + (t0 + t) * cols, split.data() + t * cols, cols);
-        float* Yt = Y + t0 * rows;
-        const float* Xs = split.data();
-        if (n_tokens == 1) {
-            // One token: two rows at a time so two fma chains overlap.
-            int64_t r = 0;
-            for (; r + 2 <= rows; r += 2)
-                mxfp4_tile<2, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows, d);
-            if (r < rows)
-                mxfp4_tile<1, 1>(packed + r * (cols / 2), scales + r * (cols / 32), cols, Xs, cols, Yt + r, rows, d);
-            continue;
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-            const uint8_t* P = packed + r * (cols / 2);
-            const uint8_t* Sc = scales + r * (cols / 32);
-            int64_t t = 0;
-            for (; t + 4 <= n_tokens; t += 4)
-                mxfp4_tile<1, 4>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d);
-            switch (n_tokens - t) {
-                case 3: mxfp4_tile<1, 3>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
-                case 2: mxfp4_tile<1, 2>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
-                case 1: mxfp4_tile<1, 1>(P, Sc, cols, Xs + t * cols, cols, Yt + t * rows + r, rows, d); break;
-                default: break;
-            }
-        }
-    }
-}
-
-void matvec_mxfp4_neon(const uint8_t* packed, const uint8_t* scales, const float* x, float* y, int64_t rows,
-                       int64_t cols) {
-    matmul_mxfp4_neon(packed, scales, x, y, rows, cols, 1);
-}
-
 // ---- dot products ----
 
 // Accumulates a[0..n) . b[0..n) into 16 lanes (element i -> lane i % 16).
@@ -269,54 +213,11 @@ float dot_f32_neon(const float* a, const float* b, int64_t n) {
 
 // ---- KDA recurrence ----
 
-// Every column j of S evolves on its own (u[j], the delta and o[j] involve column j only), so
-// the step runs column block by column block, each kept in registers through both passes, in
-// exactly the reference's per-element order. NV vectors of 4 columns starting at column j0.
-template <int NV>
-void kda_columns(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta, float* o,
-                 int D, int j0) {
-    float32x4_t u[NV];
-    for (int b = 0; b < NV; ++b) u[b] = vdupq_n_f32(0.0f);
-    for (int i = 0; i < D; ++i) {  // 1. decay rows, 2. u = k^T S from the decayed rows
-        float* row = S + static_cast<int64_t>(i) * D + j0;
-        const float32x4_t a = vdupq_n_f32(alpha[i]), ki = vdupq_n_f32(k[i]);
-        for (int b = 0; b < NV; ++b) {
-            const float32x4_t s = vmulq_f32(vld1q_f32(row + 4 * b), a);
-            vst1q_f32(row + 4 * b, s);
-            u[b] = vfmaq_f32(u[b], ki, s);
-        }
-    }
-    float32x4_t out[NV];
-    for (int b = 0; b < NV; ++b) {
-        u[b] = vsubq_f32(vld1q_f32(v + j0 + 4 * b), u[b]);  // the delta v - u
-        out[b] = vdupq_n_f32(0.0f);
-    }
-    for (int i = 0; i < D; ++i) {  // 3. delta write, 4. o = qs^T S from the updated rows
-        float* row = S + static_cast<int64_t>(i) * D + j0;
-        const float32x4_t kb = vdupq_n_f32(k[i] * beta), qi = vdupq_n_f32(qs[i]);
-        for (int b = 0; b < NV; ++b) {
-            const float32x4_t s = vfmaq_f32(vld1q_f32(row + 4 * b), kb, u[b]);
-            vst1q_f32(row + 4 * b, s);
-            out[b] = vfmaq_f32(out[b], qi, s);
-        }
-    }
-    for (int b = 0; b < NV; ++b) vst1q_f32(o + j0 + 4 * b, out[b]);
-}
-
-void kda_step_neon(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
-                   float* o, int D) {
-    K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
-    int j = 0;
-    for (; j + 32 <= D; j += 32) kda_columns<8>(S, qs, k, v, alpha, beta, o, D, j);
-    for (; j + 4 <= D; j += 4) kda_columns<1>(S, qs, k, v, alpha, beta, o, D, j);
-    for (; j < D; ++j) kda_step_column(S, qs, k, v, alpha, beta, o, D, j);  // the last columns
-}
-
 // ---- attention over cached positions ----
 
 // Per query (kernels.h, attend_block): the block's scores as 16-lane dots, two keys at a time
 // (two independent chains); the shared softmax fold; then out[j] * c followed by one fma chain
-// over the block's positions, 16 columns at a time, then 4, then one (the reference's order).
+// over the block's positions (lane_kernels.h, add_block_values: the reference's order).
 void attend_block_neon(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
                        int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
                        float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
@@ -334,30 +235,31 @@ void attend_block_neon(const float* Q, int64_t q_stride, int nq, const int32_t* 
         }
         for (; s < n; ++s) p[s] = dot_f32_neon(q, keys + s * key_stride, dk);
         const float c = fold_block_softmax(p, n, scale, &m[i], &l[i]);
-        float* out = acc + i * acc_stride;
-        const float32x4_t cv = vdupq_n_f32(c);
-        int j = 0;
-        for (; j + 16 <= dv; j += 16) {
-            float32x4_t a[4];
-            for (int b = 0; b < 4; ++b) a[b] = vmulq_f32(vld1q_f32(out + j + 4 * b), cv);
-            for (s = 0; s < n; ++s) {
-                const float32x4_t ps = vdupq_n_f32(p[s]);
-                const float* val = vals + s * val_stride + j;
-                for (int b = 0; b < 4; ++b) a[b] = vfmaq_f32(a[b], ps, vld1q_f32(val + 4 * b));
-            }
-            for (int b = 0; b < 4; ++b) vst1q_f32(out + j + 4 * b, a[b]);
-        }
-        for (; j + 4 <= dv; j += 4) {
-            float32x4_t a = vmulq_f32(vld1q_f32(out + j), cv);
-            for (s = 0; s < n; ++s) a = vfmaq_f32(a, vdupq_n_f32(p[s]), vld1q_f32(vals + s * val_stride + j));
-            vst1q_f32(out + j, a);
-        }
-        for (; j < dv; ++j) {
-            float a = out[j] * c;
-            for (s = 0; s < n; ++s) a = std::fma(p[s], vals[s * val_stride + j], a);
-            out[j] = a;
-        }
+        lanes::add_block_values<NeonOps>(p, n, vals, val_stride, dv, c, acc + i * acc_stride);
     }
+}
+
+// The trunk codec's bulk decode (kernels.h, trunk_words): the x86 sets' steps in NEON, TBL the
+// 16-entry table shuffle, ZIP the interleaves.
+size_t trunk_words_neon(const uint8_t* table, const uint8_t* nibbles, const uint8_t* low, size_t begin, size_t words,
+                        uint8_t* dst) {
+    const uint8x16_t tab = vld1q_u8(table);
+    const uint8x16_t low4 = vdupq_n_u8(0x0f), escape = vdupq_n_u8(15);
+    size_t i = begin;
+    for (; i + 32 <= words; i += 32) {
+        const uint8x16_t nb = vld1q_u8(nibbles + i / 2);
+        const uint8x16_t lo_n = vandq_u8(nb, low4), hi_n = vshrq_n_u8(nb, 4);
+        const uint8x16_t idx0 = vzip1q_u8(lo_n, hi_n), idx1 = vzip2q_u8(lo_n, hi_n);
+        if (vmaxvq_u8(vorrq_u8(vceqq_u8(idx0, escape), vceqq_u8(idx1, escape))) != 0) break;
+        const uint8x16_t h0 = vqtbl1q_u8(tab, idx0), h1 = vqtbl1q_u8(tab, idx1);
+        const uint8x16_t l0 = vld1q_u8(low + i), l1 = vld1q_u8(low + i + 16);
+        uint8_t* out = dst + 2 * i;
+        vst1q_u8(out, vzip1q_u8(l0, h0));
+        vst1q_u8(out + 16, vzip2q_u8(l0, h0));
+        vst1q_u8(out + 32, vzip1q_u8(l1, h1));
+        vst1q_u8(out + 48, vzip2q_u8(l1, h1));
+    }
+    return i;
 }
 
 }  // namespace
@@ -365,14 +267,16 @@ void attend_block_neon(const float* Q, int64_t q_stride, int nq, const int32_t* 
 const Kernels& neon_table() {
     static const Kernels table = {
         .name = "neon",
-        .matvec_bf16 = matvec_bf16_neon,
-        .matmul_bf16 = matmul_bf16_neon,
-        .matvec_mxfp4 = matvec_mxfp4_neon,
-        .matmul_mxfp4 = matmul_mxfp4_neon,
+        .matvec_bf16 = tiles::matvec_bf16<NeonTiles>,
+        .matmul_bf16 = tiles::matmul_bf16<NeonTiles>,
+        .matvec_mxfp4 = tiles::matvec_mxfp4<NeonTiles>,
+        .matmul_mxfp4 = tiles::matmul_mxfp4<NeonTiles>,
         .dot_f32 = dot_f32_neon,
-        .kda_step = kda_step_neon,
+        .kda_step = lanes::kda_step<NeonOps>,
         .attend_block = attend_block_neon,
         .situ_glu = situ_glu_neon,
+        .matvec_transposed_bf16 = lanes::matvec_transposed_bf16<NeonOps>,
+        .trunk_words = trunk_words_neon,
     };
     return table;
 }

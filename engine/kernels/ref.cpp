@@ -1,7 +1,7 @@
 // The scalar reference kernels: the definition of every kernel's arithmetic, and the portable
 // fallback on CPUs without a SIMD set. The reduction orders written here (16 fp32 lanes and a
-// halving tree; see kernel_sets.h) are part of the definition: avx2.cpp and avx512.cpp
-// reproduce them exactly, so every kernel set gives the same bits. std::fma is one correctly
+// halving tree; see kernel_sets.h) are part of the definition: every other set of kernel_sets()
+// reproduces them exactly, so every kernel set gives the same bits. std::fma is one correctly
 // rounded operation on every target, whether it compiles to an instruction or a libm call.
 #include <cmath>
 
@@ -72,9 +72,9 @@ void matmul_mxfp4_ref(const uint8_t* packed, const uint8_t* scales, const float*
     for (int64_t t = 0; t < T; ++t) matvec_mxfp4_ref(packed, scales, X + t * cols, Y + t * rows, rows, cols);
 }
 
-// Spec 2.5 step 6, in this order: decay rows; u = k^T S read from the decayed S; delta write
-// S[i][j] += (k[i] beta) (v[j] - u[j]) as one fused multiply-add; o = qs^T S from the updated S.
-// Sums over the key channel i are one fma chain per j, in increasing i.
+// docs/model.md "Kimi Delta Attention", steps 1-4 in this order: decay rows; u = k^T S read from
+// the decayed S; delta write S[i][j] += (k[i] beta) (v[j] - u[j]) as one fused multiply-add; o =
+// qs^T S from the updated S. Sums over the key channel i are one fma chain per j, in increasing i.
 void kda_step_ref(float* S, const float* qs, const float* k, const float* v, const float* alpha, float beta,
                   float* o, int D) {
     K3_CHECK(D > 0 && D <= kKdaMaxHeadDim, "KDA head dimension %d outside 1..%d", D, kKdaMaxHeadDim);
@@ -121,6 +121,32 @@ void attend_block_ref(const float* Q, int64_t q_stride, int nq, const int32_t* n
     }
 }
 
+// Per output, from +0: the product of each term rounded, then added, in increasing d.
+void matvec_transposed_bf16_ref(const uint16_t* W, const float* x, float* y, int64_t rows, int64_t cols) {
+    for (int64_t j = 0; j < cols; ++j) y[j] = 0.0f;
+    for (int64_t d = 0; d < rows; ++d) {
+        const float f = x[d];
+        const uint16_t* row = W + d * cols;
+        for (int64_t j = 0; j < cols; ++j) y[j] = y[j] + f * bf16_to_f32(row[j]);
+    }
+}
+
+// Whole escape-free groups of 32 words, one word at a time.
+size_t trunk_words_ref(const uint8_t* table, const uint8_t* nibbles, const uint8_t* low, size_t begin, size_t words,
+                       uint8_t* dst) {
+    size_t i = begin;
+    for (; i + 32 <= words; i += 32) {
+        bool escape = false;
+        for (size_t w = i; w < i + 32; ++w) escape |= ((nibbles[w / 2] >> ((w & 1) * 4)) & 15) == 15;
+        if (escape) break;
+        for (size_t w = i; w < i + 32; ++w) {
+            dst[2 * w] = low[w];
+            dst[2 * w + 1] = table[(nibbles[w / 2] >> ((w & 1) * 4)) & 15];
+        }
+    }
+    return i;
+}
+
 // SiTU-GLU one element at a time: situ_lanes.h's definition on a single lane.
 void situ_glu_ref(float* g, const float* u, int64_t n, float b1, float b2) {
     situ::situ_glu_span<situ::ScalarOps, 1>(g, u, n, b1, b2);
@@ -139,6 +165,8 @@ const Kernels& scalar_kernels() {
         .kda_step = kda_step_ref,
         .attend_block = attend_block_ref,
         .situ_glu = situ_glu_ref,
+        .matvec_transposed_bf16 = matvec_transposed_bf16_ref,
+        .trunk_words = trunk_words_ref,
     };
     return table;
 }

@@ -4,11 +4,12 @@
 // expf are calls per element that no set can reproduce lane by lane; on the demo's 256-wide
 // layers they cost about as much as the matmuls (docs/performance.md, "Long prompts").
 //
-// An ISA provides O: a lane type V and set1, add, sub, mul, div, fma (fused), max / min with
-// the SSE rule (a > b ? a : b, a < b ? a : b: the second operand when either is NaN),
-// load, store, pow2 (2^n for integral n in [-126, 127], by the exponent bits), abs, with_sign_of (|a| with
-// b's sign bit) and nan_of(g, u, r) (g if g is NaN, else u if u is NaN, else r). Every one of
-// them is a single IEEE operation or exact, so the lanes' results are the scalar ones.
+// An ISA provides O (avx2_ops.h, avx512_ops.h, neon_ops.h; ScalarOps below): a lane type V
+// and set1, add, sub, mul, div, fma (fused), max / min with the SSE rule (a > b ? a : b,
+// a < b ? a : b: the second operand when either is NaN), load, store, pow2 (2^n for integral n
+// in [-126, 127], by the exponent bits), abs, with_sign_of (|a| with b's sign bit) and
+// nan_of(g, u, r) (g if g is NaN, else u if u is NaN, else r). Every one of them is a single
+// IEEE operation or exact, so the lanes' results are the scalar ones.
 #pragma once
 #include <bit>
 #include <cmath>

@@ -47,10 +47,6 @@ void kda_replay(Model& m, SequenceState& st, int n_tokens);
 void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T);
 
-// q_abs[j] = sum_d q_nope[d] * W_k[d][j]: W_k bf16 [nope][kv_lora] (the head's k rows of kv_b),
-// the query of one (token, head) absorbed into the latent space (mla_block; timed by `plan`).
-void mla_absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs);
-
 // Dense SiTU-GLU MLP of layers il < first_k_dense_replace: x [T][E] -> out [T][E].
 void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int T);
 

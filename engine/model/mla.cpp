@@ -19,15 +19,6 @@ constexpr int64_t kMaxAttendTile = 16;
 
 }  // namespace
 
-void mla_absorb_query(const uint16_t* W_k, const float* q_nope, int64_t nope, int64_t kv_lora, float* q_abs) {
-    for (int64_t j = 0; j < kv_lora; ++j) q_abs[j] = 0.0f;
-    for (int64_t d = 0; d < nope; ++d) {
-        const float f = q_nope[d];
-        const uint16_t* row = W_k + d * kv_lora;
-        for (int64_t j = 0; j < kv_lora; ++j) q_abs[j] += f * bf16_to_f32(row[j]);
-    }
-}
-
 void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> seqs, const float* x, float* out,
                int T) {
     const ModelConfig& c = m.cfg;
@@ -62,13 +53,14 @@ void mla_block(Model& m, const MlaWeights& w, int il, std::span<const SeqSpan> s
         }
     }
 
-    // the absorbed query of every (token, head): [W_k^T q_nope | q_rope]
+    // the absorbed query of every (token, head): [W_k^T q_nope | q_rope], W_k bf16 [nope][kv_lora]
+    // (the head's k rows of kv_b)
     clock.next(ForwardStage::MlaAttention);
     cp.parallel_for(T * H, [&](int64_t item, int) {
         const int64_t h = item % H;
         const float* q = &a.mq[item * QK];
         float* q_abs = &a.mq_abs[item * KV];
-        mla_absorb_query(w.kv_b + h * (NOPE + VH) * KVL, q, NOPE, KVL, q_abs);
+        cp.k.matvec_transposed_bf16(w.kv_b + h * (NOPE + VH) * KVL, q, q_abs, NOPE, KVL);
         std::memcpy(q_abs + KVL, q + NOPE, sizeof(float) * size_t(ROPE));
     });
 

@@ -10,7 +10,7 @@
 // (nibble i is the low half of byte i/2 for even i, the high half for odd i), or, for nibble 15,
 // the next escape byte in order; its low byte is low[i]. 12 bits a weight plus escapes: 0.75 of
 // bf16 on Gaussian weights (the entropy bound for the high byte is about 0.72; the fixed
-// 4-bit code buys a branch-free decoder: one table shuffle per 16 weights on x86). A block that
+// 4-bit code buys a branch-free decoder: one table shuffle per 16 weights in the SIMD kernel sets). A block that
 // would not shrink (a run of f32 vectors, say) is stored as is: n_escapes = kStoredRaw, the raw
 // bytes after the header. Any byte sequence round-trips exactly: the code never looks at what
 // the bytes mean.
@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "kernels/kernels.h"
 
 namespace k3::io {
 
@@ -33,10 +35,10 @@ size_t encode_block(const uint8_t* raw, size_t n, std::vector<uint8_t>& out);
 
 // Decodes one block of `encoded_bytes` into dst, which must hold exactly `raw_bytes`. Returns
 // false (dst partly written) when the block is malformed or does not decode to raw_bytes bytes.
-bool decode_block(const uint8_t* encoded, size_t encoded_bytes, uint8_t* dst, size_t raw_bytes);
-
-// Which decoder decode_block uses on this CPU ("ssse3" or "scalar").
-const char* decoder_name();
+// Every kernel set decodes the same bytes; the stores take the best this CPU has (the engine's
+// --kernels choice is about the arithmetic, which the codec has none of), tests every set.
+bool decode_block(const uint8_t* encoded, size_t encoded_bytes, uint8_t* dst, size_t raw_bytes,
+                  const Kernels& k = select_kernels());
 
 // Shannon entropy of the high bytes of raw[0, n) taken as bf16 words, in bits per weight: the
 // bound an entropy coder of the high byte alone could reach (reported by pack-trunk).

@@ -407,10 +407,9 @@ int main(int argc, char** argv) {
     g_helper = &helper;
     const double min_seconds = quick ? 0.1 : 0.3;
 
-    std::vector<const Kernels*> sets{&scalar_kernels()};
-    if (const Kernels* k = avx2_kernels()) sets.push_back(k);
-    if (const Kernels* k = avx512_kernels()) sets.push_back(k);
-    if (const Kernels* k = neon_kernels()) sets.push_back(k);
+    std::vector<const Kernels*> sets;  // every set of the table this machine runs, scalar first
+    for (const KernelSet& set : kernel_sets())
+        if (const Kernels* k = set.usable()) sets.push_back(k);
     if (prefill_only) {
         prefill_matmuls(sets, quick, min_seconds);
         return 0;

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         ++reps;
     }
     const double raw_gb = double(raw_total) * reps / 1e9;
-    std::printf("trunk codec (%s decoder), %s: %.1f MB raw in %zu blocks, ratio %.3f\n", decoder_name(),
+    std::printf("trunk codec (%s kernels), %s: %.1f MB raw in %zu blocks, ratio %.3f\n", k3::select_kernels().name,
                 argc > 1 ? argv[1] : "synthetic N(0, 1/sqrt(2048)) bf16", double(raw_total) / 1e6, blocks.size(),
                 double(enc_total) / double(raw_total));
     std::printf("  decode %.2f GB/s of output per core; memcpy of the same bytes %.2f GB/s; decode/memcpy %.2f\n",

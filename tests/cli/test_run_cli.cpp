@@ -90,8 +90,8 @@ TEST_CASE("k3serve run: golden ids, logits dump, report, exit codes") {
     CHECK(run(tmp + "no-such-model --ids 1").code == 2);           // no checkpoint there
     CHECK(run(model + " --ids 1 --kernels sse9").code == 2);       // unknown kernel set
     // a known set this build or CPU lacks is refused too, never silently replaced
-    if (k3::neon_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels neon").code == 2);
-    if (k3::avx2_kernels() == nullptr) CHECK(run(model + " --ids 1 --kernels avx2").code == 2);
+    for (const k3::KernelSet& set : k3::kernel_sets())
+        if (set.usable() == nullptr) CHECK_MESSAGE(run(model + " --ids 1 --kernels " + set.name).code == 2, set.name);
     CHECK(run(model + " --ids 1," + std::to_string(V) + " --gen 1").code == 1);  // id outside the vocabulary
 }
 

@@ -17,24 +17,16 @@ struct NamedSet {
     const Kernels* k;
 };
 
-// Every kernel set this machine can run. A set it cannot run is reported as a skipped test case
-// of its own ("kernels: the avx512 set is available on this machine"), not only in a message.
+// Every kernel set this machine can run, in the table's order (scalar first). A set it cannot
+// run is reported as a skipped test case of its own ("kernels: the avx512 set is available on
+// this machine", test_kernel_dispatch.cpp), not only in a message.
 inline std::vector<NamedSet> all_sets() {
-    std::vector<NamedSet> sets{{"scalar", &scalar_kernels()}};
-    if (const Kernels* k = avx2_kernels()) {
-        sets.push_back({"avx2", k});
-    } else {
-        MESSAGE("avx2 kernel set skipped: not built or not supported by this CPU");
-    }
-    if (const Kernels* k = avx512_kernels()) {
-        sets.push_back({"avx512", k});
-    } else {
-        MESSAGE("avx512 kernel set skipped: not built or not supported by this CPU");
-    }
-    if (const Kernels* k = neon_kernels()) {
-        sets.push_back({"neon", k});
-    } else {
-        MESSAGE("neon kernel set skipped: not an aarch64 build");
+    std::vector<NamedSet> sets;
+    for (const KernelSet& set : kernel_sets()) {
+        if (const Kernels* k = set.usable())
+            sets.push_back({set.name, k});
+        else
+            MESSAGE(std::string(set.name) << " kernel set skipped: not built or not supported by this CPU");
     }
     return sets;
 }

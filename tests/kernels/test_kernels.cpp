@@ -222,6 +222,33 @@ TEST_CASE("MXFP4 known-value rows, every kernel set") {
     }
 }
 
+// W^T x by its definition (kernels.h): per column, from +0, each term's product rounded and
+// then added in increasing row order, never fused. Small integers are exact whatever the order;
+// the last check is one a fused multiply-add or another order would get wrong.
+TEST_CASE("transposed bf16 product: the definition's values, every kernel set") {
+    for (const NamedSet& set : all_sets()) {
+        CAPTURE(set.name);
+        const Kernels& k = *set.k;
+        const int64_t rows = 3, cols = 37;  // past every width's vector blocks
+        std::vector<uint16_t> W(rows * cols);
+        for (int64_t d = 0; d < rows; ++d)
+            for (int64_t j = 0; j < cols; ++j) W[d * cols + j] = f32_to_bf16(float(j + 1) * float(d + 1));
+        const float x[rows] = {1.0f, -2.0f, 0.5f};
+        std::vector<float> y(cols, NAN);
+        k.matvec_transposed_bf16(W.data(), x, y.data(), rows, cols);
+        for (int64_t j = 0; j < cols; ++j) CHECK(y[j] == float(j + 1) * (1.0f - 4.0f + 1.5f));  // exact
+        // Rounded products: (1 + 2^-7) (1 + 2^-17) = 1 + 2^-7 + 2^-17 + 2^-24 rounds (a tie, to
+        // even) to 1 + 2^-7 + 2^-17 before it is added to -(1 + 2^-7 + 2^-17): +0, where a fused
+        // multiply-add keeps the 2^-24.
+        const uint16_t w2[2] = {f32_to_bf16(1.0f), f32_to_bf16(1.0f + std::ldexp(1.0f, -7))};
+        const float x2[2] = {-(1.0f + std::ldexp(1.0f, -7) + std::ldexp(1.0f, -17)), 1.0f + std::ldexp(1.0f, -17)};
+        float y2 = NAN;
+        k.matvec_transposed_bf16(w2, x2, &y2, 2, 1);
+        CHECK(y2 == 0.0f);
+        CHECK(!std::signbit(y2));  // (+0 + -a) + a = +0
+    }
+}
+
 TEST_CASE("reference kernels agree with fp64 arithmetic within the named tolerances") {
     std::mt19937 rng(1234);
     const Kernels& ref = scalar_kernels();
@@ -416,6 +443,20 @@ TEST_CASE("every kernel set reproduces the reference bit for bit, on random shap
             CHECK(same_bits(o.data(), o_ref.data(), D));
             CHECK(same_bits(S2.data(), S.data(), D * D));
         }
+
+        // W^T x (MLA's query absorption: 128 x 512 in K3): column counts around every width's
+        // blocks of four vectors, one vector and the single columns after them.
+        for (int64_t rows : {1, 3, 128})
+            for (int64_t cols : {1, 3, 4, 8, 15, 16, 17, 33, 64, 65, 100, 512}) {
+                CAPTURE(rows);
+                CAPTURE(cols);
+                auto W = random_bf16(rng, rows * cols);
+                auto x = random_floats(rng, rows);
+                std::vector<float> y_ref(cols), y(cols, NAN);
+                ref.matvec_transposed_bf16(W.data(), x.data(), y_ref.data(), rows, cols);
+                k.matvec_transposed_bf16(W.data(), x.data(), y.data(), rows, cols);
+                CHECK(same_bits(y.data(), y_ref.data(), cols));
+            }
 
         for (int64_t n_pos : {1, 2, 3, 5, 17, 64, 65, 130}) {
             for (auto [dk, dv] : {std::pair{1, 1}, std::pair{5, 7}, std::pair{17, 33}, std::pair{192, 128},

@@ -25,9 +25,9 @@ int64_t ulps_from(float got, double want) {
 }
 
 std::vector<const Kernels*> sets_here() {
-    std::vector<const Kernels*> sets{&scalar_kernels()};
-    for (const Kernels* k : {avx2_kernels(), avx512_kernels(), neon_kernels()})
-        if (k) sets.push_back(k);
+    std::vector<const Kernels*> sets;
+    for (const KernelSet& set : kernel_sets())
+        if (const Kernels* k = set.usable()) sets.push_back(k);
     return sets;
 }
 
