@@ -140,7 +140,11 @@ test('focus stays on the conversation after a rename, and goes to Undo after a d
   });
   await t.test('delete', async () => {
     await page.click('#conversation-list li[data-id="focus1"] .delete');
-    await page.waitForFunction(() => document.activeElement !== document.body, null, { timeout: 5000 }).catch(() => {});
+    // The delete finishes after an IndexedDB write; until then the clicked button keeps the
+    // focus (so "not the body" is no sign the delete is done). Wait for the state itself: the
+    // toast shown, naming the conversation; then focus must be on its Undo.
+    await page.waitForFunction(() => !document.querySelector('#toast').hidden &&
+      document.querySelector('#toast-text').textContent.includes('Renamed one'));
     assert.equal(await page.evaluate(() => document.activeElement.id), 'toast-undo', 'focus after delete');
     await page.keyboard.press('Enter');
     await page.waitForSelector('#conversation-list li[data-id="focus1"]', { timeout: 5000 });

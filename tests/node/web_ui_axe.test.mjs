@@ -156,7 +156,7 @@ test('axe: the chat empty, finished (Markdown, a table, images, HTML, code, math
   await page.keyboard.press('Escape');
 });
 
-test('axe: the settings and shortcuts dialogs, completion and tokenizer with output', async () => {
+test('axe: the settings and shortcuts dialogs, completion (empty and with output) and tokenizer with output', async () => {
   await setWidth('desktop');
   await page.click('#open-settings');
   await check('settings');
@@ -177,6 +177,8 @@ test('axe: the settings and shortcuts dialogs, completion and tokenizer with out
 
   await setWidth('desktop');
   await page.click('#tab-completion');
+  await check('completion, empty');  // the output area before anything is written into it
+  await setWidth('desktop');
   await page.fill('#completion-prompt', 'Once upon a time');
   await page.click('#completion-run');
   await page.waitForFunction(() => document.querySelector('#completion-run').disabled === false && document.querySelector('#completion-output').textContent.length > 16);
