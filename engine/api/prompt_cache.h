@@ -6,8 +6,8 @@
 // Partitions: every lookup and insertion names one (a Session's set_cache_partition, engine.h),
 // and a state made in one partition is never found, restored or hinted at (Match::matched) from
 // another: each partition has a tree of its own. The daemon gives each API key its partition,
-// so cached_tokens cannot tell one key how far its guess matches another key's prompt (issue 21
-// row 5; docs/operations.md "The prompt cache and API keys"); without keys all is partition 0.
+// so cached_tokens cannot tell one key how far its guess matches another key's prompt
+// (docs/operations.md "The prompt cache and API keys"); without keys all is partition 0.
 // The byte budget is one for all partitions: eviction takes the least recently used of any.
 //
 // A radix tree over token ids. Each node holds a run of tokens and the MLA latent rows of those

@@ -59,7 +59,7 @@ public:
         auto ids = tok_.encode(s, /*allow_special=*/false);
         out_.insert(out_.end(), ids.begin(), ids.end());
     }
-    // An image's framing: a control segment, so text can never forge it (spec 9.2).
+    // An image's framing: a control segment, so text can never forge it (docs/model.md "Images in the prompt").
     void image(const ChatImage& im) {
         control(ControlIds::need(tok_, xtml::kMediaBegin));
         text(xtml::image_size_text(im.width, im.height));
@@ -156,7 +156,7 @@ std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessa
             throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + " has unknown role '" + role +
                                               "' (use system, user, assistant or tool)");
         if (role == "user") last_user = i;
-        // The release gathers images from user turns only (spec 9.3, 13.13).
+        // The release gathers images from user turns only (docs/model.md "Images in the prompt").
         if (!messages[i].images.empty() && role != "user")
             throw Error(ErrorKind::Usage, "chat: message " + std::to_string(i) + " (" + role +
                                               ") has images; images are only accepted in user messages");

@@ -1,13 +1,13 @@
 // The pushdown automaton that runs a GrammarRules over output symbols (bytes 0..255, then the
-// grammar's control tokens), built lazily into a DFA. A parse position is a stack of rule
-// positions (a persistent linked list: each node is "at this symbol, then return to parent"),
-// interned so a stack is an integer. Several stacks can be alive at once (anyOf, optional
-// properties that start alike), so an automaton state is the sorted set of live stacks, also
-// interned (by a hash of the set, compared against the one stored copy). step(state, symbol) is
-// computed once and then read from a dense table, so walking the vocabulary's bytes costs one
-// table read per byte once the states involved are known. Every lookup while computing a step
-// is hashed, so a state of N stacks costs N, not N squared (issue 21: an enum of 60,000 strings).
-// Not thread-safe: one automaton belongs to one matcher, used by one thread at a time.
+// grammar's control tokens), built lazily into a DFA. A parse position is a stack of rule positions
+// (a persistent linked list: each node is "at this symbol, then return to parent"), interned so a
+// stack is an integer. Several stacks can be alive at once (anyOf, optional properties that start
+// alike), so an automaton state is the sorted set of live stacks, also interned (by a hash of the
+// set, compared against the one stored copy). step(state, symbol) is computed once and then read
+// from a dense table, so walking the vocabulary's bytes costs one table read per byte once the
+// states involved are known. Every lookup while computing a step is hashed, so a state of N stacks
+// costs N, not N squared (an enum of 60,000 strings; docs/operations.md "Grammar budgets"). Not
+// thread-safe: one automaton belongs to one matcher, used by one thread at a time.
 #pragma once
 #include <cstdint>
 #include <memory>

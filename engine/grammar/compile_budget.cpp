@@ -1,5 +1,5 @@
 // GrammarBudgetError messages: what was counted, where, and the limit it passed (the daemon
-// adds the setting's name, server/grammar_budget.cpp).
+// adds the setting's name to it: refusal_message, beside the daemon's other error bodies).
 #include "grammar/compile_budget.h"
 
 namespace k3 {

@@ -1,5 +1,5 @@
 // Grammar::tool_calls: an assistant turn that must call tools, in K3's XTML layout
-// (../shared/spec/xtml-tools.md, "The assistant's turn"):
+// (k3/xtml.h, docs/api.md "Tool calling"):
 //   [thinking: reasoning <|close|>think<|sep|><|open|>response<|sep|>]
 //   <|close|>response<|sep|><|open|>tools<|sep|>
 //     <|open|>call tool="NAME" index="1"<|sep|>

@@ -54,7 +54,7 @@ std::string validate(const SamplingParams& p) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params) {
     if (std::string err = validate(params); !err.empty()) throw Error(ErrorKind::Usage, "sampling: " + err);
-    // Spec 6.5 seeding (turn 0): init and sequence from two splitmix64 steps of the seed.
+    // docs/model.md "Sampling and its seed" (turn 0): init and sequence from two splitmix64 steps of the seed.
     uint64_t x = params.seed;
     uint64_t init = splitmix64(x);
     uint64_t seq = splitmix64(x);

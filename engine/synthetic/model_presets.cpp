@@ -1,7 +1,7 @@
 // The make-model presets and the nested config.json writer. Shapes: `tiny` is the spec's
 // section 1.3 test model (with two deliberate changes, see below), `tiny-wide` a second small
 // shape whose every dimension differs from tiny's, `demo` a small model with a real vocabulary,
-// `k3-mini` the benchmark shape of design/performance.md.
+// `k3-mini` the benchmark shape (docs/model.md "Synthetic models").
 #include "synthetic/model_presets.h"
 
 #include <cstdio>
@@ -44,7 +44,7 @@ void finish(ModelConfig& c) {
              "preset expert widths must be multiples of the MXFP4 group");
 }
 
-// A vision tower for a preset (spec moonvit.md 2.1 names the fields). The small presets get a
+// A vision tower for a preset (docs/model.md "The vision config and tensors" names the fields). The small presets get a
 // small one (two blocks, width 64, two heads of 32, an 8x8 position table, so images of up to
 // 112 px a side shrink the table and larger ones stretch it); k3-slice gets K3's real shapes
 // (27 blocks of width 1024, 12 heads of 128, a 64x64 table, about 0.9 GB).
@@ -66,8 +66,8 @@ VisionConfig preset_vision(const ModelConfig& c, int hidden, int layers, int hea
     return v;
 }
 
-// Spec 1.3, except: vocab 512 instead of 256 (256 byte ranks + 256 special slots, so the chat
-// specials exist), and moe_intermediate_size 64 instead of 48 (MXFP4 needs the expert input
+// The tiny test shape of docs/model.md "Configuration", except: vocab 512 instead of 256 (256
+// byte ranks + 256 special slots, so the chat specials exist), and moe_intermediate_size 64 instead of 48 (MXFP4 needs the expert input
 // widths to be multiples of 32; 48 is not).
 ModelConfig tiny() {
     ModelConfig c = k3_family_defaults();
@@ -203,7 +203,7 @@ ModelConfig agent() {
 // inside an argument closes).
 AnswerEnding agent_ending() { return {.on = true, .end_of_msg = 11.0f, .close = 8.0f, .quote = 7.0f}; }
 
-// design/performance.md, "The benchmark model": exactly this shape, so that every engine is
+// The benchmark shape (docs/model.md "Synthetic models"): exactly this shape, so that every engine is
 // measured on the same bytes.
 ModelConfig k3_mini() {
     ModelConfig c = k3_family_defaults();
@@ -272,14 +272,14 @@ ModelConfig k3_slice() {
 
 const std::vector<ModelPreset>& model_presets() {
     static const std::vector<ModelPreset> presets = {
-        {"tiny", "spec 1.3 test shape: 13 layers, hidden 128, 8 experts top-2, vocab 512", tiny(), 2, {}},
+        {"tiny", "the tiny test shape: 13 layers, hidden 128, 8 experts top-2, vocab 512", tiny(), 2, {}},
         {"tiny-wide", "second small shape: 10 layers, hidden 160, 12 experts top-3, 2 dense layers", tiny_wide(), 3, {}},
         {"demo", "serves instantly: 8 layers, hidden 256, 16 experts top-4, vocab 4096", demo(), 2, {}},
         {"agent",
          "coding-agent test bed: 64k context, 2 layers, hidden 64, vocab 4096 (prefills 40k tokens in seconds); "
          "answers end within a few tokens",
          agent(), 1, agent_ending()},
-        {"k3-mini", "benchmark shape of design/performance.md: 24 layers, hidden 2048, 256 experts (~9.3 GB)",
+        {"k3-mini", "the benchmark shape: 24 layers, hidden 2048, 256 experts (~9.3 GB)",
          k3_mini(), 4, {}},
         {"k3-slice", "Kimi K3's real layer sizes, 3 layers, 32 experts top-16, vocab 16384 (~5.6 GB)", k3_slice(), 2, {}},
     };

@@ -86,8 +86,9 @@ inline float normal64(uint64_t r) {
 
 // The MLA q_a_proj writes its output at this scale: a mean square near 1e-5, comparable to the eps
 // of q_a_layernorm. Reading that eps wrong (rms_norm_eps 1e-5 instead of the first-party 1e-6,
-// docs/model.md "Numerics") then changes the normed q by ~25% and the golden fixtures catch it
-// (issue 3); with unit-scale outputs the two eps values would be indistinguishable.
+// docs/model.md "Numerics") then changes the normed q by ~25% and the golden fixtures catch it (the
+// goldens' mutation teeth, docs/development.md "Reference model and goldens"); with unit-scale
+// outputs the two eps values would be indistinguishable.
 constexpr float kMlaQaGain = 3e-3f;
 
 // Output projections write into the residual stream; keep them smaller (header comment).

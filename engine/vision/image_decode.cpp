@@ -129,7 +129,7 @@ DecodedImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& limit
             } else if (type == PNG_COLOR_TYPE_GRAY_ALPHA) {
                 img.mode = PixelMode::LA;
             } else if (type == PNG_COLOR_TYPE_RGB) {
-                img.mode = PixelMode::RGB;  // a tRNS colour key on RGB is ignored (spec 4.4)
+                img.mode = PixelMode::RGB;  // a tRNS colour key on RGB is ignored (docs/model.md "Preprocessing")
             } else {
                 img.mode = PixelMode::RGBA;
             }
@@ -198,7 +198,7 @@ DecodedImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limi
         } else if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
             failure = "unsupported: CMYK JPEG (convert it to RGB)";
         } else {
-            // libjpeg's defaults, as Pillow decodes: ISLOW DCT, fancy upsampling (spec 4.1).
+            // libjpeg's defaults, as Pillow decodes: ISLOW DCT, fancy upsampling (docs/model.md "Preprocessing").
             const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
             cinfo.out_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
             img.mode = grey ? PixelMode::L : PixelMode::RGB;

@@ -1,5 +1,5 @@
 // PNG (libpng) and JPEG (libjpeg-turbo) decoding into Pillow's modes, since the release's
-// preprocessing resizes an image in the mode Pillow opened it in (spec moonvit.md 4.1, 4.3):
+// preprocessing resizes an image in the mode Pillow opened it in (docs/model.md "Preprocessing"):
 // palette images stay indexed ("P"), 1-bit greyscale is "1", greyscale "L" (with an optional
 // tRNS key), "LA", "RGB" and "RGBA". No colour management, no gamma, no EXIF rotation, which
 // is what Pillow's defaults do.

@@ -1,6 +1,6 @@
 // prepare_image (k3/image.h): decode, the NaViT size rule, Pillow's resize, transparency onto
-// the chessboard, zero padding, normalisation and patches, in the release's order (spec
-// moonvit.md 4.2-4.5; the fill stage is "after_resize").
+// the chessboard, zero padding, normalisation and patches, in the release's order
+// (docs/model.md "Preprocessing"; the fill stage is "after_resize").
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -47,7 +47,7 @@ uint8_t over(uint8_t c, uint8_t a, uint8_t bg) {
     return uint8_t(v);
 }
 
-// The image as RGB after the fill stage (spec 4.4).
+// The image as RGB after the fill stage (docs/model.md "Preprocessing": transparency).
 std::vector<uint8_t> to_rgb(const DecodedImage& im) {
     const size_t n = size_t(im.width) * size_t(im.height);
     std::vector<uint8_t> rgb(n * 3);

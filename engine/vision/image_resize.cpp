@@ -1,6 +1,6 @@
-// Pillow's resampling, reproduced from its documented semantics (spec moonvit.md 4.3: the
+// Pillow's resampling, reproduced from its documented semantics (docs/model.md "Preprocessing": the
 // coefficient rule, the fixed-point rounding, the pass order) and checked against Pillow itself
-// on generated fixtures (tests/reference/test_image_oracle.py). Compiled without FMA contraction
+// on generated fixtures (tests/reference/test_vision.py). Compiled without FMA contraction
 // (engine/CMakeLists.txt) so the double weights round exactly as Pillow's C does.
 #include "vision/image_resize.h"
 

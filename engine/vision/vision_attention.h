@@ -1,4 +1,4 @@
-// The tower's self-attention over one image's patches (../shared/spec/moonvit.md 5.4 steps 2-4):
+// The tower's self-attention over one image's patches (docs/model.md "The tower": a block):
 // RoPE on q and k, then softmax(q k^T / sqrt(dh)) v per head, bidirectional over all L patches.
 // Blocked so a 1920x1080 image (10,764 patches) never holds an L x L score matrix: work items
 // are (head, tile of up to 16 queries), folding the head's keys 64 at a time into an online

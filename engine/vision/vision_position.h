@@ -1,4 +1,4 @@
-// The tower's two position signals (../shared/spec/moonvit.md 5.2, 5.3): the learned table
+// The tower's two position signals (docs/model.md "The tower"): the learned table
 // resized to the patch grid as PyTorch's bilinear interpolate does (align_corners false, no
 // antialias), and the 2-D RoPE angles, even pair slots rotated by the column, odd ones by the row
 // (the released code's orientation, not its docstring's; docs/model.md "Image input").

@@ -26,7 +26,8 @@ std::vector<float> project_rows(const VisionWeights& w, const Compute& cp, const
     const int64_t M = w.cfg.merged_width(), H = w.cfg.text_hidden;
     std::vector<float> mid(size_t(N) * M), z(size_t(N) * H);
     vision_matmul(cp, bf16(w.proj0), merged.data(), mid.data(), M, M, N, max_tokens);
-    // nn.GELU() without arguments: the exact, erf form (spec 7), not the tower's tanh form.
+    // nn.GELU() without arguments: the exact, erf form (docs/model.md "Merge and projector"), not
+    // the tower's tanh form.
     parallel_elementwise(cp, int64_t(mid.size()), [&](int64_t i) {
         const float s = mid[size_t(i)];
         mid[size_t(i)] = 0.5f * s * (1.0f + std::erf(s * float(M_SQRT1_2)));

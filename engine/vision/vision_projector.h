@@ -1,4 +1,4 @@
-// The 2x2 space-to-depth merge and PatchMergerMLPV2 (../shared/spec/moonvit.md 6, 7): merged
+// The 2x2 space-to-depth merge and PatchMergerMLPV2 (docs/model.md "Merge and projector"): merged
 // row m = R (gw/2) + C holds the tower's rows of patches (2R+dr, 2C+dc) in slot k = 2 dr + dc,
 // then z = RMSNorm(GELU_erf(u proj.0^T) proj.2^T; post_norm, projector_ln_eps).
 #pragma once

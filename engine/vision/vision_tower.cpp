@@ -17,7 +17,7 @@ namespace k3 {
 
 namespace {
 
-// PyTorch's tanh-approximated GELU ("gelu_pytorch_tanh", spec 5.4), in its float32 form.
+// PyTorch's tanh-approximated GELU ("gelu_pytorch_tanh", docs/model.md "The tower"), in its float32 form.
 inline float gelu_tanh(float u) {
     constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
     constexpr float kKappa = 0.044715f;

@@ -1,5 +1,5 @@
 // MoonViT-V2, the 2x2 merge and the PatchMergerMLPV2 projector on the engine's kernels and
-// threads (docs/model.md "Image input"; ../shared/spec/moonvit.md sections 5-7): one prepared
+// threads (docs/model.md "The tower", "Merge and projector"): one prepared
 // image's patches -> the N rows that replace its <|media_pad|> in the language model's input.
 // Activations are fp32, the bf16 weights are widened exactly by the kernels, so the result is
 // more precise than the release's bf16 run; the same image gives the same bits at any thread
@@ -15,7 +15,7 @@
 
 namespace k3 {
 
-// What the release leaves to the PyTorch version: the tower's RMSNorm epsilon (spec 5.6).
+// What the release leaves to the PyTorch version: the tower's RMSNorm epsilon (docs/model.md "The tower").
 struct VisionSettings {
     float norm_eps = kVisionEpsTorch27;
 };

@@ -1,5 +1,5 @@
-// The vision tower's and projector's weights held in memory (docs/model.md "Image input";
-// ../shared/spec/moonvit.md 3.1): the matrices stay bf16 as the release stores them (the bf16
+// The vision tower's and projector's weights held in memory (docs/model.md "The vision config
+// and tensors"): the matrices stay bf16 as the release stores them (the bf16
 // kernels widen them exactly), the gains and the position table are widened to fp32 once.
 // About 0.9 GB for Kimi K3, counted by the memory plan (MemoryPlan::vision_bytes).
 #pragma once

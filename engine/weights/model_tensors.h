@@ -52,7 +52,7 @@ std::vector<TensorSpec> model_tensors(const ModelConfig& cfg);
 std::vector<TensorSpec> layer_trunk_tensors(const ModelConfig& cfg, int il);
 std::vector<TensorSpec> expert_tensors(const ModelConfig& cfg, int il, int ie);
 
-// The image side's 12 kinds of tensor (spec moonvit.md 3.1), in the release's storage order:
+// The image side's 12 kinds of tensor (docs/model.md "The vision config and tensors"), in the release's storage order:
 // projector first, then the tower (patch embedding, blocks, final norm). Empty without a
 // vision_config. Kept apart from model_tensors() so the language model's stores, plans and
 // packs never see them and `--no-vision` need not read them.

@@ -1,7 +1,8 @@
-// vision_config -> VisionConfig (spec moonvit.md 2.1). Every value the tower's maths depends on
-// is read and checked; the keys that only name the one variant k3serve implements (RMSNorm, no
-// biases, mlp2, bilinear table, sd2_tpool merge, patchmergerv2) are checked when present, since
-// the release always writes them and a K2.5-style config must be refused, not misread.
+// vision_config -> VisionConfig (docs/model.md "The vision config and tensors"). Every value the
+// tower's maths depends on is read and checked; the keys that only name the one variant k3serve
+// implements (RMSNorm, no biases, mlp2, bilinear table, sd2_tpool merge, patchmergerv2) are checked
+// when present, since the release always writes them and a K2.5-style config must be refused, not
+// misread.
 #include "weights/vision_config.h"
 
 #include <nlohmann/json.hpp>
@@ -67,7 +68,7 @@ VisionConfig parse_vision_config(const json& root, int text_hidden, int vocab_si
     r.string_is("norm_type", "rmsnorm", "K2.5's LayerNorm tower is a different model");
     r.string_is("mlp_type", "mlp2", "fc0 -> GELU-tanh -> fc1");
     r.string_is("pos_emb_type", "divided_fixed", "the learned 2-D table");
-    r.string_is("pos_emb_interpolation_mode", "bilinear", "spec moonvit.md 5.2");
+    r.string_is("pos_emb_interpolation_mode", "bilinear", "docs/model.md, The tower");
     r.string_is("merge_type", "sd2_tpool", "the 2x2 space-to-depth merge");
     r.string_is("mm_projector_type", "patchmergerv2", "Linear, GELU, Linear, post-RMSNorm");
     r.false_if_present("attn_bias");

@@ -1,6 +1,6 @@
 // VisionConfig: the image side of a Kimi K3 checkpoint (the MoonViT-V2 tower, the 2x2 merge and
 // the PatchMergerMLPV2 projector), read from config.json's vision_config and the top-level
-// media_placeholder_token_id (docs/model.md "Image input"; ../shared/spec/moonvit.md section 2).
+// media_placeholder_token_id (docs/model.md "The vision config and tensors").
 // Like the text config it refuses what k3serve does not implement, by key: K2.5's LayerNorm
 // tower, biases, bicubic position tables, other projectors or merge kernels.
 #pragma once
@@ -33,7 +33,7 @@ struct VisionConfig {
 };
 
 // The RMSNorm epsilon of the tower's norms: nn.RMSNorm(1024) without eps, which PyTorch >= 2.7
-// resolves to float32's epsilon and 2.4-2.6 to bf16's (spec moonvit.md 5.6, docs/model.md).
+// resolves to float32's epsilon and 2.4-2.6 to bf16's (docs/model.md "The tower").
 inline constexpr float kVisionEpsTorch27 = 1.1920928955078125e-7f;  // 2^-23, the default
 inline constexpr float kVisionEpsTorch24 = 0.0078125f;              // 2^-7
 

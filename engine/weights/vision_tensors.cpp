@@ -1,4 +1,4 @@
-// The vision tensor list (spec moonvit.md 3.1): every weight of the MoonViT-V2 tower and the
+// The vision tensor list (docs/model.md "The vision config and tensors"): every weight of the MoonViT-V2 tower and the
 // PatchMergerMLPV2 projector, all bf16, no biases. Linear weights are [out][in].
 #include "weights/model_tensors.h"
 

@@ -1,6 +1,6 @@
 // Images in the prompt (docs/model.md "Images in the prompt"): the rows an image puts at its
 // positions are the model's input there, so rows equal to known token embeddings give exactly
-// the text's logits and tokens (the seed's boundary check, spec 11); the prompt cache resumes
+// the text's logits and tokens (docs/model.md "Images in the prompt": the boundary check); the prompt cache resumes
 // after the same image and never after another one of the same size; the image row ids are
 // checked against the images given.
 #include <doctest/doctest.h>

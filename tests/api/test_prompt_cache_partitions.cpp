@@ -1,10 +1,10 @@
-// The prompt cache's partitions (engine/api/prompt_cache.h, issue 21 row 5): a state made in one
-// partition is never restored, resumed from or hinted at (Match::matched) in another, even for
-// the very same tokens; the byte budget is one for all partitions and evicts the least recently
-// used entry of any; the disk tier files each state under its partition, reads it back only
-// there after a restart, and refuses a file of the format before partitions (version 1). Through
-// sessions: another partition's live state is dropped, and every resume still has a cold run's
-// bits.
+// The prompt cache's partitions (engine/api/prompt_cache.h; docs/operations.md "The prompt cache
+// and API keys"): a state made in one partition is never restored, resumed from or hinted at
+// (Match::matched) in another, even for the very same tokens; the byte budget is one for all
+// partitions and evicts the least recently used entry of any; the disk tier files each state under
+// its partition, reads it back only there after a restart, and refuses a file of the format before
+// partitions (version 1). Through sessions: another partition's live state is dropped, and every
+// resume still has a cold run's bits.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// What compiling an enum costs (issue 21 row 4: 60,000 strings with a shared 40-byte prefix took
+// What compiling an enum costs (docs/operations.md "Grammar budgets": 60,000 strings with a shared 40-byte prefix took
 // 26-44 s of the engine worker). For enums of 1k, 10k and 60k such strings: the rules
 // (Grammar::json_schema, the enum as a trie) and the matcher (automaton start and first mask
 // over a 32k synthetic vocabulary), as the daemon compiles them on the HTTP thread, in ms and

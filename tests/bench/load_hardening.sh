@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 10 load run: 64 streaming clients + 64 header-dribbling connections + 64 idle keep-alives
-# + an idle flood of 256 silent sockets from four loopback addresses (issue 21) against the demo
+# The hardening load run (docs/operations.md): 64 streaming clients + 64 header-dribbling connections + 64 idle keep-alives
+# + an idle flood of 256 silent sockets from four loopback addresses against the demo
 # model on loopback. Every generation completes or gets 503 + Retry-After,
 # /health answers within 1 s throughout; TTFT p50/p95 and the load average are printed.
 #   tests/bench/load_hardening.sh [MODEL_DIR] [load_hardening.py flags, e.g. --requests 3]

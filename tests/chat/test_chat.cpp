@@ -1,5 +1,5 @@
 // Chat layout (docs/model.md "Chat layout"): exact ids for several conversations, written out here
-// segment by segment from the spec's layout; user/assistant text never yields control tokens; the
+// segment by segment from that layout; user/assistant text never yields control tokens; the
 // output parser separates reasoning from the response and finds the end of the turn.
 #include <doctest/doctest.h>
 

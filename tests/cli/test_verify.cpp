@@ -96,7 +96,7 @@ TEST_CASE("verify refuses a hand-built checkpoint with a truncated shard, flippe
     }
 }
 
-TEST_CASE("inspect on the real Kimi K3 config prints the spec's figures") {
+TEST_CASE("inspect on the real Kimi K3 config prints the model's figures") {
     const char* src = std::getenv("K3_SOURCE_DIR");
     REQUIRE(src);
     auto r = run_command(k3serve_bin() + " inspect " +
@@ -111,7 +111,7 @@ TEST_CASE("inspect on the real Kimi K3 config prints the spec's figures") {
                        "trunk, all 93 layers", "108.81 GB", "17,547,264 B", "1.45 TB",
                        "136.99 GB touched", "= 25.83 GB", "6.73 MB", "2.37 MB expanded",
                        "streaming floor (nothing pinned)", "trunk resident, experts streamed",
-                       // spec moonvit.md 2.1: 401,214,464 + 46,144,512 bf16 parameters
+                       // docs/model.md "The vision config and tensors": 401,214,464 + 46,144,512 bf16 parameters
                        "vision tower + projector (168 tensors, 27 blocks)", "894.72 MB"});
 }
 

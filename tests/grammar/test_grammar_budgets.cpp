@@ -1,4 +1,4 @@
-// The grammar compiler's budgets (k3/grammar.h GrammarLimits, issue 21 row 4): each budget
+// The grammar compiler's budgets (k3/grammar.h GrammarLimits; docs/operations.md "Grammar budgets"): each budget
 // refuses a grammar over it with a GrammarBudgetError naming the limit and its value, counted
 // while the grammar is built (an enum over the count is refused before any of it is written);
 // just under each budget the same grammar compiles. And an enum compiled as a trie accepts

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """An independent fp32 reference of the Kimi K3 forward pass, in numpy.
 
-Written from /work/shared/spec/kimi-k3-model.md (section 2 for the math, section 3 for tensor
-names and MXFP4), with the "Decisions" at the top of that file taking precedence:
+Written from Kimi K3's model definition (docs/model.md "The model's definition": the math,
+"Tensor names" and "MXFP4"), with these decisions:
   - q_a_layernorm / kv_a_layernorm use eps 1e-6; every other RMSNorm uses rms_norm_eps;
   - routed weights are renormalised only when num_experts_per_token > 1;
   - the KDA q/k L2 norm is x * rsqrt(sum(x^2) + 1e-6);
@@ -48,7 +48,7 @@ MUTATIONS = {
     "norm_after_up_proj": "latent MoE RMSNorm applied after routed_expert_up_proj (unit gain) instead of before",
     "a_log_per_channel": "A_log broadcast over channels (A_log[channel % len]) instead of one value per head",
     "layer_map_zero_based": "full_attn_layers read as zero-based",
-    # More of the spec's silent-failure checklist (section 2.10), to show the fixtures catch
+    # More of the model definition's classic silent failures, to show the fixtures catch
     # those too.
     "rope_scores_dropped": "MLA scores use q_nope.k_nope only, the shared rope slot is never scored",
     "attn_res_mixes_normed_sources": "AttnRes mixes the RMS-normalised sources instead of the raw ones",

@@ -1,12 +1,13 @@
-"""An independent reference for Kimi K3's image path, written from ../shared/spec/moonvit.md
-(sections 4-7), not from the C++: Pillow preprocessing, the MoonViT-V2 tower, the 2x2 merge and
+"""An independent reference for Kimi K3's image path, written from its definition
+(docs/model.md "Image input": preprocessing, the tower, merge and projector), not from the C++: Pillow preprocessing, the MoonViT-V2 tower, the 2x2 merge and
 the PatchMergerMLPV2 projector, in numpy at a chosen float type (float64 for a gold run,
 float32 for the engine's precision).
 
 Deliberately plain: loops over blocks and heads, the position-table interpolation written out
-from the formula (spec 5.2 warns against borrowing an image library's resize), the RoPE pairs
+from the formula (an image library's bilinear resize antialiases when it shrinks; PyTorch's
+does not), the RoPE pairs
 as complex numbers. `swap_rope=True` gives the docstring's wrong orientation (even slots = row),
-so a test can show that the orientation is observable (spec 5.3, 11).
+so a test can show that the orientation is observable (docs/model.md "The tower": 2-D RoPE).
 """
 
 import math
@@ -22,10 +23,10 @@ EPS_TORCH27 = 2.0 ** -23
 EPS_TORCH24 = 2.0 ** -7
 
 
-# ---- preprocessing (spec 4) ----
+# ---- preprocessing (docs/model.md "Preprocessing") ----
 
 def navit_size(w, h):
-    """Spec 4.2: (resized_w, resized_h, padded_w, padded_h) in Python double arithmetic."""
+    """The size rule: (resized_w, resized_h, padded_w, padded_h) in Python double arithmetic."""
     s1 = math.sqrt(IN_PATCH_LIMIT / (max(1, w // PATCH) * max(1, h // PATCH)))
     s2 = (PATCH_LIMIT_ON_ONE_SIDE * PATCH) / w
     s3 = (PATCH_LIMIT_ON_ONE_SIDE * PATCH) / h
@@ -38,7 +39,7 @@ def navit_size(w, h):
 
 
 def chessboard(w, h):
-    """Spec 4.4: 8-px squares, white 255 top-left, gray 180 where (x//8 + y//8) is odd."""
+    """Transparency: 8-px squares, white 255 top-left, gray 180 where (x//8 + y//8) is odd."""
     ys, xs = np.mgrid[0:h, 0:w]
     odd = ((xs // 8) + (ys // 8)) % 2 == 1
     bg = np.where(odd, 180, 255).astype(np.float32)
@@ -46,7 +47,7 @@ def chessboard(w, h):
 
 
 def fill_transparency(img):
-    """Spec 4.4 (stage after_resize): an RGB uint8 array [h][w][3]."""
+    """Transparency (stage after_resize): an RGB uint8 array [h][w][3]."""
     if img.mode == "RGB":
         return np.asarray(img, dtype=np.uint8)
     has_alpha = img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info
@@ -59,7 +60,7 @@ def fill_transparency(img):
 
 
 def normalise_lut():
-    """Spec 4.5: float32(v/255) - 0.5 (in double, rounded to float32), times 2."""
+    """Patches: float32(v/255) - 0.5 (in double, rounded to float32), times 2."""
     lut = np.empty(256, dtype=np.float32)
     for v in range(256):
         x = np.float32(v / 255.0)
@@ -84,10 +85,10 @@ def preprocess(path):
     return np.ascontiguousarray(patches), (gh, gw), (w, h)
 
 
-# ---- the tower (spec 5) ----
+# ---- the tower (docs/model.md "The tower") ----
 
 def interpolate_table(table, gh, gw, ft):
-    """Spec 5.2: PyTorch bilinear, align_corners False, no antialias, from the formula."""
+    """The position table: PyTorch bilinear, align_corners False, no antialias, from the formula."""
     th, tw, _ = table.shape
 
     def axis(n_in, n_out):
@@ -109,7 +110,7 @@ def interpolate_table(table, gh, gw, ft):
 
 
 def rope_rotations(gh, gw, dh, swap=False):
-    """Spec 5.3: complex rotations [gh*gw][dh/2]; even pair = column, odd pair = row (swap: the
+    """2-D RoPE: complex rotations [gh*gw][dh/2]; even pair = column, odd pair = row (swap: the
     docstring's reading, even = row). Angles in float32 as the release computes them."""
     n = dh // 4
     theta = (np.float32(1) / (np.float32(10000) ** (np.arange(0, dh, 4, dtype=np.float32)[:n] / np.float32(dh))))
@@ -190,7 +191,7 @@ class MoonViTReference:
 
     @staticmethod
     def merge(y, gh, gw):
-        """Spec 6: [gh/2 * gw/2][4D], slot k = 2*dr + dc holds patch (2R+dr, 2C+dc)."""
+        """The 2x2 merge: [gh/2 * gw/2][4D], slot k = 2*dr + dc holds patch (2R+dr, 2C+dc)."""
         D = y.shape[1]
         return y.reshape(gh // 2, 2, gw // 2, 2, D).transpose(0, 2, 1, 3, 4).reshape(-1, 4 * D)
 

@@ -1,6 +1,6 @@
 """Reads a safetensors checkpoint directory into numpy arrays by tensor name.
 
-Independent of the C++ reader on purpose (spec section 3.1): a shard is an 8-byte little-endian
+Independent of the C++ reader on purpose (docs/model.md "Checkpoint files"): a shard is an 8-byte little-endian
 header length N, N bytes of JSON, then raw data; every entry's data_offsets are relative to the
 data start (absolute = 8 + N + begin). Dtypes:
   BF16 -> float32 exactly (the 16 bits become the high half of the float32, i.e. `<< 16`)

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Tests of the numpy reference and of the golden fixtures it wrote.
 
-  TestPrimitives   the reference's building blocks against the spec's own loop-level text
+  TestPrimitives   the reference's building blocks against the definition's loop-level text
   TestGoldens      for each committed fixture (tests/fixtures/golden/<preset>.json):
     (a) `k3serve make-model` with the recorded preset and seed regenerates the recorded files;
     (b) the reference reproduces the committed golden logits, argmaxes and greedy ids;
-    (c) teeth: each deliberate mistake (and more of the spec's silent-failure
-        checklist, k3_reference.MUTATIONS) changes an argmax or moves the logits to
+    (c) teeth: each deliberate mistake (and more classic silent failures,
+        k3_reference.MUTATIONS) changes an argmax or moves the logits to
         rel-L2 >= 1e-2 (100x the C++ gate) on at least one fixture;
     (d) the fixtures engage every mechanism;
     (e) activations neither vanish nor explode through the layers.
@@ -112,7 +112,7 @@ def tearDownModule():
 
 
 # ---------------------------------------------------------------------------------------------
-# Primitives against the spec's loop-level definitions
+# Primitives against the loop-level definitions (docs/model.md "The model's definition")
 # ---------------------------------------------------------------------------------------------
 
 class TestPrimitives(unittest.TestCase):

@@ -4,7 +4,7 @@
   a transparent index, RGBA, greyscale, greyscale + alpha, baseline 4:2:0, 4:4:4 and progressive
   JPEG, and images the size rule shrinks, so Pillow's bicubic runs) must give exactly Pillow's
   pixel values (moonvit_reference.preprocess) through `k3serve embed-image --patches`;
-* layout: a coordinate-encoding image lands in patch P, element [ch, py, px] as spec 4.5 says;
+* layout: a coordinate-encoding image lands in patch P, element [ch, py, px] as docs/model.md "Preprocessing" says;
 * the tower, merge and projector: `k3serve embed-image --out` on make-model's tiny tower
   against moonvit_reference in float64 and float32, at both RMSNorm epsilons, on a non-square
   image; the docstring's swapped RoPE orientation must land clearly further away.
@@ -53,8 +53,8 @@ def facts(stdout):
 
 
 # Fixtures: (name, a function writing the file at a path). Sizes are odd on purpose (padding on
-# both axes); the ones wider than 7168 px are shrunk by the size rule (spec 4.2), so Pillow's
-# resize runs, in each mode it treats differently (RGB, RGBA premultiplied, L, P nearest).
+# both axes); the ones wider than 7168 px are shrunk by the size rule (docs/model.md
+# "Preprocessing"), so Pillow's resize runs, in each mode it treats differently (RGB, RGBA premultiplied, L, P nearest).
 def _gradient(w, h, seed):
     rng = np.random.default_rng(seed)
     ys, xs = np.mgrid[0:h, 0:w]
@@ -148,7 +148,7 @@ class VisionPreprocessingAgainstPillow(unittest.TestCase):
 
 
 class VisionTowerAgainstReference(unittest.TestCase):
-    """The engine's rows against the numpy reference of spec 5-7 on make-model's tiny tower."""
+    """The engine's rows against the numpy reference of the tower, merge and projector on make-model's tiny tower."""
 
     @classmethod
     def setUpClass(cls):

@@ -41,7 +41,8 @@ uint64_t reference_splitmix64(uint64_t& x) {
     return z ^ (z >> 31);
 }
 
-// Spec 6.5, turn 0: init and sequence from two splitmix64 steps of the seed; U from two draws.
+// docs/model.md "Sampling and its seed", turn 0: init and sequence from two splitmix64 steps of the
+// seed; U from two draws.
 struct ReferenceUniforms {
     ReferencePcg32 pcg;
     explicit ReferenceUniforms(uint64_t seed) : pcg(init_of(seed), seq_of(seed)) {}

@@ -140,7 +140,7 @@ TEST_CASE("presets have the documented shapes") {
     // At least two complete attention-residual blocks.
     CHECK(wide.num_hidden_layers / wide.attn_res_block_size >= 2);
 
-    // design/performance.md's k3-mini table.
+    // docs/model.md "Synthetic models": the k3-mini row.
     const ModelConfig& mini = preset("k3-mini");
     CHECK(mini.hidden_size == 2048);
     CHECK(mini.num_hidden_layers == 24);

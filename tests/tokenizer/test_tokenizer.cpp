@@ -102,7 +102,7 @@ TEST_CASE("a model directory loads into the same tokenizer as the parts") {
         std::string text = corpus[i].get<std::string>();
         REQUIRE(loaded->encode(text, true) == built->encode(text, true));
     }
-    // Spec 6.4's "ids 3,4,5,6,7 decode to $%&'(" holds for every byte-level vocabulary that
+    // docs/model.md "BPE": ids 3, 4, 5, 6, 7 decode to $%&'(, which holds for every byte-level vocabulary that
     // starts with the printable bytes, o200k included.
     std::vector<int32_t> ids = {3, 4, 5, 6, 7};
     CHECK(loaded->decode(ids) == "$%&'(");
@@ -270,7 +270,7 @@ TEST_CASE("k3serve tokenize and detokenize") {
     CHECK(out.find("unknown token id 999999999") != std::string::npos);
 }
 
-TEST_CASE("the real Kimi K3 tokenizer (../shared/data/kimi-tokenizer) reproduces the spec's examples") {
+TEST_CASE("the real Kimi K3 tokenizer (../shared/data/kimi-tokenizer) reproduces the documented examples") {
     // K3_REAL_TOKENIZER_DIR names another copy.
     const fs::path dir = k3::test::env_or("K3_REAL_TOKENIZER_DIR", k3::test::shared_file("data/kimi-tokenizer").string());
     for (const char* file : {"tiktoken.model", "tokenizer_config.json"})
@@ -279,7 +279,7 @@ TEST_CASE("the real Kimi K3 tokenizer (../shared/data/kimi-tokenizer) reproduces
     CHECK(tok->n_vocab() == 163840);
     CHECK(tok->encode("The capital of France is", false) == std::vector<int32_t>{1008, 10484, 318, 15383, 387});
     CHECK(tok->token_bytes(17374) == " Paris");
-    // The spec calls 20829 "period, double-quote, comma"; the rank file's line for it is
+    // 20829 is said to be "period, double-quote, comma"; the rank file's line for it is
     // "LiIsCg== 20829", base64 of those three and a newline: the file is the reference.
     CHECK(tok->token_bytes(20829) == ".\",\n");
     std::vector<int32_t> ids = {3, 4, 5, 6, 7};
@@ -289,7 +289,7 @@ TEST_CASE("the real Kimi K3 tokenizer (../shared/data/kimi-tokenizer) reproduces
     CHECK(tok->special_id("<|end_of_msg|>") == 163586);
     CHECK(tok->special_id("<|open|>") == 163587);
     CHECK(tok->special_id("[PAD]") == 163839);
-    // Spec 6.3's example split 中文 | English | 混合: token boundaries at bytes 6 and 13.
+    // docs/model.md "Pre-tokenizer": the example split 中文 | English | 混合: token boundaries at bytes 6 and 13.
     std::set<size_t> boundaries;
     size_t offset = 0;
     for (int32_t id : tok->encode("中文English混合", false)) boundaries.insert(offset += tok->token_bytes(id).size());

@@ -1,5 +1,5 @@
-// The NaViT size rule on the table of ../shared/spec/moonvit.md 4.2 (written from the spec's
-// arithmetic, not from the code), and the decoder's refusals of data that is no image.
+// The NaViT size rule (docs/model.md "Preprocessing") on a table of sizes worked out from the
+// rule's arithmetic, not from the code, and the decoder's refusals of data that is no image.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -9,7 +9,7 @@
 
 using namespace k3;
 
-TEST_CASE("image geometry follows the spec's resize table") {
+TEST_CASE("image geometry follows the size rule's table") {
     struct Row {
         int w, h, rw, rh, gh, gw;
         int64_t patches, rows;

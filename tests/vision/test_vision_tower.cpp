@@ -1,6 +1,6 @@
-// The tower's pieces on their own (docs/model.md "Image input"; ../shared/spec/moonvit.md 5-7):
+// The tower's pieces on their own (docs/model.md "The tower", "Merge and projector"):
 // the 2x2 merge's slot order on coordinate-encoded rows, the position table's bilinear resize
-// (identity at the table's own size, the spec's formula on a small case), the RoPE table's
+// (identity at the table's own size, the formula on a small case), the RoPE table's
 // orientation (even pairs follow the column, odd ones the row), and a whole random tower giving
 // bit-identical rows on 1 and 3 threads and with any token chunk. The numerics against an
 // independent reference are tests/reference/test_vision.py.

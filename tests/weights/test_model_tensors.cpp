@@ -1,4 +1,5 @@
-// The tensor table against the counts and sizes the spec states for the real Kimi K3 (3.2, 3.3).
+// The tensor table against the counts and sizes of the real Kimi K3's checkpoint (docs/model.md
+// "Sizes", "Tensor names").
 #include <doctest/doctest.h>
 
 #include <set>

@@ -1,5 +1,5 @@
-// The vision side of a checkpoint (docs/model.md "Image input"; ../shared/spec/moonvit.md 2.1,
-// 3.1): vision_config read and checked by key, the 12 kinds of vision tensor listed in the
+// The vision side of a checkpoint (docs/model.md "The vision config
+// and tensors"): vision_config read and checked by key, the 12 kinds of vision tensor listed in the
 // release's names and shapes, and check_vision_tensors() refusing a missing tensor, a wrong
 // shape and a wrong dtype by name, on hand-built checkpoints (tiny_checkpoint.h).
 #include <doctest/doctest.h>
@@ -114,14 +114,14 @@ TEST_CASE("vision_config: read into the tower's shapes; absent means text only")
     for (const auto& s : t) CHECK(s.dtype == DType::BF16);
 }
 
-TEST_CASE("vision_config: the released K3 values give the spec's 401M tower and 46M projector") {
+TEST_CASE("vision_config: the released K3 values give the 401M tower and 46M projector") {
     const char* src = std::getenv("K3_SOURCE_DIR");
     REQUIRE(src);
     const ModelConfig c = load_config(std::filesystem::path(src) / "tests/fixtures/config/kimi_k3_config.json");
     REQUIRE(c.vision.present);
     int64_t tower = 0, projector = 0;
     for (const auto& t : vision_tensors(c)) (t.name.starts_with("mm_projector.") ? projector : tower) += t.nbytes() / 2;
-    CHECK(tower == 401'214'464);      // spec moonvit.md 2.1 "Size check"
+    CHECK(tower == 401'214'464);      // docs/model.md "The vision config and tensors"
     CHECK(projector == 46'144'512);
     CHECK(vision_tensors(c).size() == 168);
     CHECK(c.vision.media_placeholder_token_id == 163605);

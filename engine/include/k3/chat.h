@@ -20,8 +20,9 @@ struct ChatToolCall {
     std::string arguments;  // a JSON object, as text
 };
 
-// An image in a user message: the renderer writes its framing (k3/xtml.h) at byte `offset` of
-// the content, between the text before and after it (parts in order, no separator: spec 9.3).
+// An image in a user message: the renderer writes its framing (k3/xtml.h) at byte `offset` of the
+// content, between the text before and after it (parts in order, no separator: docs/model.md
+// "Images in the prompt").
 struct ChatImage {
     size_t offset = 0;
     int width = 0, height = 0;  // stored size, as the framing writes it

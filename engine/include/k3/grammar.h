@@ -21,7 +21,7 @@
 //
 // FOR TOOL CALLING (the agent-api side): Grammar::tool_calls() is the grammar of an assistant
 // turn that must call tools (tool_choice "required" or a named function): the K3 XTML call
-// structure of ../shared/spec/xtml-tools.md (literals from k3/xtml.h), the tool name out of the
+// structure of K3's tool call (docs/api.md "Tool calling"; literals from k3/xtml.h), the tool name out of the
 // declared ones, and each argument's body valid for its JSON schema (string bodies raw, the
 // others JSON). It starts right after the generation prompt (so with an empty response:
 // <|close|>response<|sep|><|open|>tools<|sep|>...) and ends with <|close|>message<|sep|>, where
@@ -65,7 +65,7 @@ private:
     std::string keyword_, path_;
 };
 
-// What compiling one grammar may cost (docs/operations.md, "Grammar budgets"; issue 21: an enum
+// What compiling one grammar may cost (docs/operations.md, "Grammar budgets": an enum
 // of 60,000 strings once took 26-44 s and 260 MB of the engine worker). Each budget is checked
 // while the grammar is built, counting as it goes, so a schema over one is refused before most
 // of its cost is paid, never built whole and then measured. The daemon sets them from its

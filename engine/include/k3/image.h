@@ -1,5 +1,5 @@
 // Image input, the engine's side of it: a PNG or JPEG file's bytes -> the tower's patches
-// (docs/model.md "Image input"; ../shared/spec/moonvit.md section 4). Decoding, the NaViT size
+// (docs/model.md "Preprocessing"). Decoding, the NaViT size
 // rule, Pillow-exact bicubic resizing (only when the rule shrinks the image), transparency onto
 // the 8-px chessboard, zero padding to multiples of 28, normalisation and patchifying. The
 // server checks the limits and the API shapes; the engine turns patches into rows
@@ -18,7 +18,8 @@ struct ImageLimits {
     int64_t max_pixels = 50'000'000;      // stored width x height (a decompression-bomb bound)
 };
 
-// The preprocessing constants of the release's preprocessor_config.json (spec 2.2).
+// The preprocessing constants of the release's preprocessor_config.json (docs/model.md "The vision
+// config and tensors").
 struct ImageSettings {
     int patch_size = 14;
     int merge = 2;
@@ -26,7 +27,7 @@ struct ImageSettings {
     int patch_limit_on_one_side = 512;
 };
 
-// The NaViT size rule (spec 4.2) for a stored width x height.
+// The NaViT size rule (docs/model.md "Preprocessing") for a stored width x height.
 struct ImageGeometry {
     int width = 0, height = 0;            // stored (the prompt writes "image {width}x{height}")
     int resized_width = 0, resized_height = 0;  // W', H' (equal to the stored size unless shrunk)

@@ -1,4 +1,4 @@
-// Images inside a prompt (docs/model.md "Image input", "Images in the prompt"; spec 9.4). The chat
+// Images inside a prompt (docs/model.md "Image input", "Images in the prompt"). The chat
 // renderer writes one <|media_pad|> per image; expand_image_pads() gives each image N positions
 // (its projected rows), so the prompt's length, usage and context checks count what the model
 // evaluates. Those positions hold ids at or above the vocabulary, drawn from the image's content

@@ -15,8 +15,8 @@ inline constexpr std::string_view kSep = "<|sep|>";
 inline constexpr std::string_view kEndOfMessage = "<|end_of_msg|>";
 inline constexpr std::string_view kEos = "[EOS]";
 
-// An image's framing (spec 9.2): <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>,
-// W x H the stored size; the pad stands for the image's rows (k3/image_prompt.h).
+// An image's framing (docs/model.md "Images in the prompt"):
+// <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>, W x H the stored size; the pad stands for the image's rows (k3/image_prompt.h).
 inline constexpr std::string_view kMediaBegin = "<|media_begin|>";
 inline constexpr std::string_view kMediaContent = "<|media_content|>";
 inline constexpr std::string_view kMediaPad = "<|media_pad|>";
