@@ -63,7 +63,7 @@ export async function stream(path, body, onEvent, signal) {
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const event = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
-      if (!event.startsWith('data: ')) continue;  // ": ping" comments keep the connection alive
+      if (!event.startsWith('data: ')) continue;  // (comments and other fields carry no chunk)
       const data = event.slice(6);
       if (data === '[DONE]') return;
       const json = JSON.parse(data);

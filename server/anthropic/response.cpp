@@ -2,10 +2,20 @@
 // Claude Code and the SDKs read (message_start, ping, content_block_start / _delta / _stop per
 // block, message_delta, message_stop; no [DONE]). Blocks come in the order the model wrote
 // them: thinking (thinking_delta, then signature_delta before it closes), text (text_delta),
-// tool_use. A tool_use block is sent whole once its call is complete (content_block_start,
-// one input_json_delta, content_block_stop), so a client never sees a call without its input,
-// and a call the model left unfinished, or whose tools channel turned out malformed, is never
-// announced (its raw text comes as text instead).
+// tool_use. A tool_use block opens when the model names the call (id, name) and its input
+// streams as input_json_delta pieces as the model writes the arguments (they concatenate to
+// the call's compact JSON object), so a long argument is not minutes of silence. The whole
+// message keeps only calls that were completed: a call cut short, or every call of a turn whose
+// tools channel turned out malformed (its raw text then follows as text), is left out of it;
+// in the stream such a block is closed with the input written so far, as Anthropic's own
+// streams are when max_tokens cuts a call.
+//
+// message_start carries the prompt's real figures when the worker has begun the prompt (its
+// length and the tokens resumed from the prompt cache are known before the prefill), and the
+// final message_delta repeats them. Keep-alives (docs/agents.md, "Prefills longer than a
+// client's patience") are events the SDKs hand to their caller and that add nothing: an empty
+// delta of the open block, or, before the first block, a message_delta with no stop_reason and
+// the usage as known so far (the SDKs overwrite the message's usage with it).
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -39,7 +49,14 @@ json usage_of(const Usage& u) {
 class MessagesResponder : public Responder {
 public:
     explicit MessagesResponder(const GenerationRequest& r)
-        : id_(random_id("msg_")), model_(r.model), hide_reasoning_(r.hide_reasoning) {}
+        : id_(random_id("msg_")), model_(r.model), hide_reasoning_(r.hide_reasoning) {
+        usage_.prompt_tokens = int(r.prompt.size());
+    }
+
+    void prompt_begun(int prompt_tokens, int cached_tokens) override {
+        usage_.prompt_tokens = prompt_tokens;
+        usage_.cached_tokens = cached_tokens;
+    }
 
     std::string stream_start() override {
         streaming_ = true;
@@ -55,7 +72,18 @@ public:
         return take();
     }
 
-    std::string keep_alive() override { return sse::event("ping", R"({"type":"ping"})"); }
+    std::string keep_alive() override {
+        switch (current_) {
+            case Block::None:
+                frame("message_delta", {{"delta", {{"stop_reason", nullptr}, {"stop_sequence", nullptr}}},
+                                        {"usage", usage_of(usage_)}});
+                break;
+            case Block::Thinking: delta({{"type", "thinking_delta"}, {"thinking", ""}}); break;
+            case Block::Text: delta({{"type", "text_delta"}, {"text", ""}}); break;
+            case Block::ToolUse: delta({{"type", "input_json_delta"}, {"partial_json", ""}}); break;
+        }
+        return take();
+    }
 
     std::string stream_error(const ApiError& error) override {
         return sse::event("error", dump(anthropic_error_body(error)));
@@ -67,25 +95,26 @@ public:
             thinking_ += e.reasoning;
             if (!hide_reasoning_) delta({{"type", "thinking_delta"}, {"thinking", e.reasoning}});
         }
-        if (e.tool_calls_malformed) calls_.clear();  // their raw text follows as text
+        if (e.tool_calls_malformed) {
+            // The calls so far are void: their raw text follows as text.
+            calls_malformed_ = true;
+            if (current_ == Block::ToolUse) close();
+        }
         if (!e.content.empty()) {
-            send_complete_calls();
             open(Block::Text);
             blocks_.back()["text"] = blocks_.back()["text"].get<std::string>() + e.content;
             delta({{"type", "text_delta"}, {"text", e.content}});
         }
         for (const auto& t : e.tool_calls) {
-            if (!t.name.empty()) {
-                send_complete_calls();  // the one before is complete now
-                close();
-                calls_.push_back({random_id("toolu_"), t.name, ""});
+            if (!t.name.empty()) open_call(t.name);
+            if (current_ == Block::ToolUse && !t.arguments.empty()) {
+                arguments_ += t.arguments;
+                delta({{"type", "input_json_delta"}, {"partial_json", t.arguments}});
             }
-            if (!calls_.empty()) calls_.back().arguments += t.arguments;
         }
         if (!e.ends_job()) return;
         // A call still open at the end is complete only if the turn ended by calling tools.
-        if (e.finish_reason == FinishReason::ToolCalls) send_complete_calls();
-        calls_.clear();
+        if (current_ == Block::ToolUse && e.finish_reason != FinishReason::ToolCalls) unfinished_call_ = blocks_.size() - 1;
         close();
         usage_ = e.usage;
         stop_reason_ = stop_reason_name(e.finish_reason, !e.stop_sequence.empty());
@@ -99,15 +128,18 @@ public:
 
     std::string whole_body() override {
         json m = message_object();
-        m["content"] = blocks_;
+        json content = json::array();
+        for (size_t i = 0; i < blocks_.size(); ++i) {
+            const bool call = blocks_[i]["type"] == "tool_use";
+            if (call && (calls_malformed_ || (unfinished_call_ && *unfinished_call_ == i))) continue;
+            content.push_back(std::move(blocks_[i]));
+        }
+        m["content"] = std::move(content);
         return dump(m);
     }
 
 private:
     enum class Block { None, Thinking, Text, ToolUse };
-    struct Call {
-        std::string id, name, arguments;
-    };
 
     json message_object() const {
         return {{"id", id_},
@@ -139,34 +171,38 @@ private:
         frame("content_block_start", {{"index", blocks_.size() - 1}, {"content_block", block}});
     }
 
+    // A call opens its own block as soon as the model names it.
+    void open_call(const std::string& name) {
+        close();
+        current_ = Block::ToolUse;
+        json block = {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", name}, {"input", json::object()}};
+        blocks_.push_back(block);
+        frame("content_block_start", {{"index", blocks_.size() - 1}, {"content_block", block}});
+    }
+
     void close() {
-        if (current_ == Block::None) return;
-        if (current_ == Block::Thinking) {
-            std::string signature = thinking_signature(thinking_);
-            delta({{"type", "signature_delta"}, {"signature", signature}});
-            blocks_.back()["thinking"] = hide_reasoning_ ? "" : thinking_;
-            blocks_.back()["signature"] = signature;
-            thinking_.clear();
+        switch (current_) {
+            case Block::None: return;
+            case Block::Thinking: {
+                std::string signature = thinking_signature(thinking_);
+                delta({{"type", "signature_delta"}, {"signature", signature}});
+                blocks_.back()["thinking"] = hide_reasoning_ ? "" : thinking_;
+                blocks_.back()["signature"] = signature;
+                thinking_.clear();
+                break;
+            }
+            case Block::Text: break;
+            case Block::ToolUse: {
+                // (the output parser completes only calls whose arguments are JSON of their types)
+                json input = json::parse(arguments_.empty() ? "{}" : arguments_, nullptr, false);
+                if (input.is_discarded() || !input.is_object()) input = json::object();
+                blocks_.back()["input"] = std::move(input);
+                arguments_.clear();
+                break;
+            }
         }
         frame("content_block_stop", {{"index", blocks_.size() - 1}});
         current_ = Block::None;
-    }
-
-    // The calls collected so far, as whole tool_use blocks (the input must parse: the output
-    // parser only completes calls whose arguments are JSON of their types).
-    void send_complete_calls() {
-        for (auto& c : calls_) {
-            close();
-            json input = json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, false);
-            if (input.is_discarded() || !input.is_object()) input = json::object();
-            json block = {{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", json::object()}};
-            blocks_.push_back(block);
-            frame("content_block_start", {{"index", blocks_.size() - 1}, {"content_block", block}});
-            delta({{"type", "input_json_delta"}, {"partial_json", dump(input)}});
-            frame("content_block_stop", {{"index", blocks_.size() - 1}});
-            blocks_.back()["input"] = std::move(input);
-        }
-        calls_.clear();
     }
 
     std::string id_, model_;
@@ -176,7 +212,9 @@ private:
     json blocks_ = json::array();
     Block current_ = Block::None;
     std::string thinking_;
-    std::vector<Call> calls_;
+    std::string arguments_;                  // the open call's, as written so far
+    bool calls_malformed_ = false;           // the turn's calls are void (whole message)
+    std::optional<size_t> unfinished_call_;  // the call the turn ended inside (whole message)
     Usage usage_;
     std::string stop_reason_, stop_sequence_;
 };

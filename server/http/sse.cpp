@@ -19,6 +19,4 @@ std::string event(std::string_view name, std::string_view payload) {
 
 std::string done() { return "data: [DONE]\n\n"; }
 
-std::string ping() { return ": ping\n\n"; }
-
 }  // namespace k3::server::sse

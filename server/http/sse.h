@@ -12,7 +12,5 @@ std::string data(std::string_view payload);
 std::string event(std::string_view name, std::string_view payload);
 // The OpenAI terminator "data: [DONE]\n\n".
 std::string done();
-// A comment line that keeps proxies from timing the connection out.
-std::string ping();
 
 }  // namespace k3::server::sse

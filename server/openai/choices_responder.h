@@ -29,6 +29,18 @@ public:
         return out;
     }
 
+    // A chunk of each choice with nothing in it: a chat delta `{}`, a completion's text "" (the
+    // SDKs hand every data event to their caller; an SSE comment never reaches it).
+    std::string keep_alive() final {
+        std::string out;
+        for (size_t i = 0; i < choices_.size(); ++i) {
+            JobEvent nothing;
+            nothing.choice = int(i);
+            out += sse::data(dump(event_chunk(nothing)));
+        }
+        return out;
+    }
+
     void collect(const JobEvent& e) final {
         Choice& c = choice(e);
         collect_output(c, e);

@@ -32,6 +32,21 @@ public:
         return take_frames();
     }
 
+    // Before the first item (queued, or the prompt being read): response.in_progress again, the
+    // same response (the openai SDK's stream takes repeated lifecycle events of one id; Codex
+    // counts every event against its stream_idle_timeout_ms). An item open: an empty delta of it.
+    std::string keep_alive() override {
+        if (!current_) {
+            frame("response.in_progress", {{"response", response_object("in_progress")}});
+        } else if (current_->type == ItemType::FunctionCall) {
+            frame("response.function_call_arguments.delta",
+                  {{"item_id", current_->id}, {"output_index", current_->output_index}, {"delta", ""}});
+        } else {
+            text_delta(current_->type, "");
+        }
+        return take_frames();
+    }
+
     std::string stream_error(const ApiError& error) override {
         frame("error", {{"code", error.code.empty() ? json(nullptr) : json(error.code)},
                         {"message", error.what()},

@@ -44,6 +44,16 @@ struct Exchange {
         : job(std::move(j)), responder(std::move(r)), probe(req.remote_addr, req.remote_port, req.local_port),
           deadline(until) {}
 
+    // Tells the Responder the prompt's figures once the worker has begun it.
+    void tell_prompt_begun() {
+        if (told_begun) return;
+        const int cached = job->prompt_cached.load();
+        if (cached < 0) return;
+        responder->prompt_begun(int(job->prompt.size()), cached);
+        told_begun = true;
+    }
+    bool told_begun = false;
+
     // The client left, or the deadline passed: tell the worker, which answers either way (504
     // for the deadline). The one place the deadline is checked: this thread polls every
     // kPollInterval while the job is queued, reads its prompt or generates, and the engine
@@ -233,9 +243,14 @@ void GenerationRoute::stream(const httplib::Request& req, const std::shared_ptr<
         "text/event-stream",
         [ex, ping_s](size_t, httplib::DataSink& sink) {
             // (an empty write would end httplib's chunked stream: skip it)
-            auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
-            bool ok = write(ex->responder->stream_start());
             auto last_write = Clock::now();
+            auto write = [&](const std::string& s) {
+                if (s.empty()) return true;
+                last_write = Clock::now();
+                return sink.write(s.data(), s.size());
+            };
+            ex->tell_prompt_begun();
+            bool ok = write(ex->responder->stream_start());
             while (ok) {
                 std::vector<JobEvent> events = std::move(ex->pending);
                 ex->pending.clear();
@@ -251,12 +266,12 @@ void GenerationRoute::stream(const httplib::Request& req, const std::shared_ptr<
                         if (ok) sink.done();
                         return ok;
                     }
-                    last_write = Clock::now();
                 }
-                if (ok && events.empty() &&
-                    std::chrono::duration<double>(Clock::now() - last_write).count() >= ping_s) {
+                // Nothing written for --sse-ping-s (queued, reading the prompt, or between two
+                // slow tokens): a keep-alive the client's SDK passes on (docs/agents.md).
+                if (ok && std::chrono::duration<double>(Clock::now() - last_write).count() >= ping_s) {
+                    ex->tell_prompt_begun();
                     ok = write(ex->responder->keep_alive());
-                    last_write = Clock::now();
                 }
                 if (ok && !ex->check_client()) ok = false;
             }

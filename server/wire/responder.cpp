@@ -10,8 +10,6 @@ namespace k3::server {
 
 std::string Responder::stream_error(const ApiError& error) { return sse::data(dump(error_body(error))) + sse::done(); }
 
-std::string Responder::keep_alive() { return sse::ping(); }
-
 std::string random_id(const char* prefix) {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     char buf[32];

@@ -20,9 +20,14 @@ public:
     virtual std::string stream_event(const JobEvent& event) = 0;
     // Frames for a failure after the stream began; they end the stream.
     virtual std::string stream_error(const ApiError& error);
-    // What keeps a quiet stream alive while the request waits or its prompt is evaluated (an SSE
-    // comment; Anthropic clients count only events, so theirs is an `event: ping`).
-    virtual std::string keep_alive();
+    // What keeps a quiet stream alive while the request waits or its prompt is evaluated, or
+    // between two slow tokens: an event the API's official SDK hands to its caller (the agents'
+    // idle watchdogs count only those) that adds nothing to the answer (docs/agents.md,
+    // "Prefills longer than a client's patience").
+    virtual std::string keep_alive() = 0;
+    // The worker began the prompt: its length and the tokens resumed from the prompt cache,
+    // known before the prefill (the Messages API's message_start carries them).
+    virtual void prompt_begun(int /*prompt_tokens*/, int /*cached_tokens*/) {}
 
     // Whole response: every Delta and the Done event go through collect(), then whole_body()
     // once, which hands over the body's text (the completions and chat Responders build it as

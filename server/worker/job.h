@@ -63,6 +63,9 @@ struct Job {
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};
     Clock::time_point enqueued_at = Clock::now();
+    // Set by the worker once it has begun the prompt: the tokens resumed from the prompt cache
+    // (known before the prefill; the Messages API's message_start carries them). -1 before.
+    std::atomic<int> prompt_cached{-1};
 
     // Raises the cancel flag once; the first reason wins.
     void request_cancel(CancelReason reason) {

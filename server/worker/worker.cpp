@@ -212,6 +212,7 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
             finish_failed(slot, st);
             return;
         }
+        job.prompt_cached.store(reused);
         if (options_.live) options_.live->prompt_begun(job.id, reused);
         const GenerationParams& p = job.params;
         start_choice(slot, 0);

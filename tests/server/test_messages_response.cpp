@@ -1,8 +1,9 @@
 // The Messages API's answers (server/anthropic/response.cpp) and its gate, one condition at a
 // time: the worker's events -> content blocks in the order the model wrote them (thinking with
-// its signature, text, tool_use sent whole once complete, never an unfinished or malformed
-// call), stop_reason for each way a turn ends, usage without the cached tokens, the stream's
-// event sequence against the whole message; over loopback, the x-api-key and Bearer headers
+// its signature, text, tool_use streamed as its arguments are written; an unfinished or
+// malformed call left out of the whole message), stop_reason for each way a turn ends, usage
+// without the cached tokens, the prompt's figures in message_start, keep-alives that add
+// nothing, the stream's event sequence against the whole message; over loopback, the x-api-key and Bearer headers
 // each on their own, and errors in Anthropic's shape only on its routes (docs/api.md,
 // "Anthropic Messages API"; docs/development.md, "Mutation check").
 #include <doctest/doctest.h>
@@ -73,16 +74,27 @@ struct Answer {
     std::vector<Frame> stream;   // the same events streamed
 };
 
-Answer answer(const std::vector<JobEvent>& events, bool hide_reasoning = false) {
+GenerationRequest messages_request(bool hide_reasoning = false) {
     GenerationRequest r;
     r.endpoint = Endpoint::Messages;
     r.model = "claude-x";
     r.hide_reasoning = hide_reasoning;
+    r.prompt.assign(30, 1);
+    return r;
+}
+
+// `keep_alive_every`: a keep-alive after the start and after every event, as a stream that is
+// quiet between them gets.
+Answer answer(const std::vector<JobEvent>& events, bool hide_reasoning = false, bool keep_alive_every = false) {
+    const GenerationRequest r = messages_request(hide_reasoning);
     auto whole = make_messages_responder(r);
     for (const auto& e : events) whole->collect(e);
     auto streamed = make_messages_responder(r);
     std::string sse = streamed->stream_start();
-    for (const auto& e : events) sse += streamed->stream_event(e);
+    for (const auto& e : events) {
+        if (keep_alive_every) sse += streamed->keep_alive();
+        sse += streamed->stream_event(e);
+    }
     return {json::parse(whole->whole_body()), frames_of(sse)};
 }
 
@@ -106,8 +118,13 @@ json blocks_from_stream(const std::vector<Frame>& frames) {
             else FAIL("unknown delta " << d.dump());
         }
     }
-    for (size_t i = 0; i < blocks.size(); ++i)
-        if (blocks[i]["type"] == "tool_use") blocks[i]["input"] = json::parse(partial_json[i]);
+    // (a call's input as the SDKs reassemble it: its pieces parsed as one JSON text; the raw
+    // text where they do not parse)
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        if (blocks[i]["type"] != "tool_use") continue;
+        json input = json::parse(partial_json[i], nullptr, false);
+        blocks[i]["input"] = input.is_discarded() ? json(partial_json[i]) : input;
+    }
     return blocks;
 }
 
@@ -125,7 +142,7 @@ httplib::Result post_plain(httplib::Client& c) {
 
 }  // namespace
 
-TEST_CASE("Messages answer: thinking, text and tool_use blocks in the model's order, streamed as whole") {
+TEST_CASE("Messages answer: thinking, text and tool_use blocks in the model's order; a call streams as it is written") {
     Answer a = answer({delta("", "Cold "), delta("", "up north."), delta("Checking."), call("get_weather", R"({"city":)"),
                        call("", R"("Oslo"})"), done(FinishReason::ToolCalls)});
     const json& c = a.message["content"];
@@ -147,10 +164,16 @@ TEST_CASE("Messages answer: thinking, text and tool_use blocks in the model's or
               "message_start", "ping",
               "content_block_start", "content_block_delta", "content_block_delta", "content_block_delta", "content_block_stop",
               "content_block_start", "content_block_delta", "content_block_stop",
-              "content_block_start", "content_block_delta", "content_block_stop",
+              "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
               "message_delta", "message_stop"});
     // The signature comes last in the thinking block, just before it closes.
     CHECK(a.stream[5].data["delta"]["type"] == "signature_delta");
+    // The call opened with its name and id as soon as the model named it, its input empty; the
+    // arguments followed as the model wrote them.
+    CHECK(a.stream[10].data["content_block"]["input"] == json::object());
+    CHECK(a.stream[10].data["content_block"]["name"] == "get_weather");
+    CHECK(a.stream[11].data["delta"] == json{{"type", "input_json_delta"}, {"partial_json", R"({"city":)"}});
+    CHECK(a.stream[12].data["delta"] == json{{"type", "input_json_delta"}, {"partial_json", R"("Oslo"})"}});
     json streamed = blocks_from_stream(a.stream);
     for (size_t i = 0; i < 3; ++i) {
         CAPTURE(i);
@@ -160,7 +183,7 @@ TEST_CASE("Messages answer: thinking, text and tool_use blocks in the model's or
     }
     CHECK(a.stream[0].data["message"]["content"] == json::array());
     CHECK(a.stream[0].data["message"]["stop_reason"].is_null());
-    CHECK(a.stream[13].data["delta"]["stop_reason"] == "tool_use");
+    CHECK(a.stream[14].data["delta"]["stop_reason"] == "tool_use");
 }
 
 TEST_CASE("Messages answer: two calls are two tool_use blocks; text between blocks opens a new one") {
@@ -184,18 +207,25 @@ TEST_CASE("Messages answer: two calls are two tool_use blocks; text between bloc
     CHECK(b[3]["text"] == "c");
 }
 
-TEST_CASE("Messages answer: a call never finished or void is never announced") {
-    // The turn ended by length inside a call: its text was a call's start, not a call.
+TEST_CASE("Messages answer: a call cut short or void is left out of the whole message; streamed, its block closes") {
+    // The turn ended by length inside a call: the whole message has no call; the stream had
+    // opened it, and closes it with the input written so far (as Anthropic's streams do).
     Answer cut = answer({delta("Let me check."), call("get_weather", R"({"city":"Os)"), done(FinishReason::Length)});
     CHECK(cut.message["content"] == json::array({{{"type", "text"}, {"text", "Let me check."}}}));
     CHECK(cut.message["stop_reason"] == "max_tokens");
-    for (const auto& f : cut.stream) CHECK(f.data.dump().find("tool_use\"") == std::string::npos);
+    json cut_blocks = blocks_from_stream(cut.stream);
+    REQUIRE(cut_blocks.size() == 2);
+    CHECK(cut_blocks[1]["input"] == R"({"city":"Os)");
+    CHECK(names(cut.stream).at(cut.stream.size() - 3) == "content_block_stop");
     // A malformed tools channel voids the calls so far; its raw text follows as text.
     JobEvent bad = delta("<tools>oops");
     bad.tool_calls_malformed = true;
     Answer void_calls = answer({call("get_weather", R"({"city":"Oslo"})"), bad, done(FinishReason::Stop)});
     CHECK(void_calls.message["content"] == json::array({{{"type", "text"}, {"text", "<tools>oops"}}}));
-    CHECK(blocks_from_stream(void_calls.stream) == void_calls.message["content"]);
+    json void_blocks = blocks_from_stream(void_calls.stream);
+    REQUIRE(void_blocks.size() == 2);
+    CHECK(void_blocks[0]["type"] == "tool_use");
+    CHECK(void_blocks[1] == void_calls.message["content"][0]);
     // A complete call followed by text is sent when the text starts, the end reason aside.
     Answer then_text = answer({call("get_weather", R"({"city":"Oslo"})"), delta("done"), done(FinishReason::Stop)});
     REQUIRE(then_text.message["content"].size() == 2);
@@ -219,6 +249,46 @@ TEST_CASE("Messages answer: stop_reason for each end, the stop sequence, usage w
     Answer empty = answer({done(FinishReason::Stop)});
     CHECK(empty.message["content"] == json::array());
     CHECK(names(empty.stream) == std::vector<std::string>{"message_start", "ping", "message_delta", "message_stop"});
+}
+
+TEST_CASE("Messages stream: keep-alives are events that add nothing; message_start has the prompt's figures") {
+    const std::vector<JobEvent> events = {delta("", "hmm"), delta("Checking."), call("get_weather", R"({"city":)"),
+                                          call("", R"("Oslo"})"), done(FinishReason::ToolCalls)};
+    Answer quiet = answer(events, false, true);
+    Answer plain = answer(events);
+    // Before the first block: a message_delta with no stop_reason and the usage so far; in a
+    // block: an empty delta of its kind.
+    CHECK(quiet.stream[2].event == "message_delta");
+    CHECK(quiet.stream[2].data["delta"] == json{{"stop_reason", nullptr}, {"stop_sequence", nullptr}});
+    int empty_deltas = 0;
+    for (const auto& f : quiet.stream) {
+        if (f.event != "content_block_delta") continue;
+        const json& d = f.data["delta"];
+        for (const char* field : {"text", "thinking", "partial_json"})
+            if (d.contains(field) && d[field] == "") ++empty_deltas;
+    }
+    CHECK(empty_deltas == 4);  // one in each block open before an event: thinking, text, the call twice
+    // The same blocks and end as without them; the whole message is not touched by them.
+    json a = blocks_from_stream(quiet.stream), b = blocks_from_stream(plain.stream);
+    a[2].erase("id"), b[2].erase("id");
+    CHECK(a == b);
+    CHECK(quiet.stream.back().event == "message_stop");
+    CHECK(quiet.stream[quiet.stream.size() - 2].data == plain.stream[plain.stream.size() - 2].data);
+
+    // message_start: the whole prompt as input until the worker says what it resumed; then the
+    // real split, in message_start and in the keep-alive before the first block.
+    auto before = make_messages_responder(messages_request());
+    json start = frames_of(before->stream_start())[0].data["message"]["usage"];
+    CHECK(start["input_tokens"] == 30);
+    CHECK(start["cache_read_input_tokens"] == 0);
+    CHECK(frames_of(before->keep_alive())[0].data["usage"]["input_tokens"] == 30);
+    before->prompt_begun(30, 12);
+    CHECK(frames_of(before->keep_alive())[0].data["usage"]["cache_read_input_tokens"] == 12);
+    auto begun = make_messages_responder(messages_request());
+    begun->prompt_begun(30, 12);
+    start = frames_of(begun->stream_start())[0].data["message"]["usage"];
+    CHECK(start == json{{"input_tokens", 18}, {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 12},
+                        {"output_tokens", 0}});
 }
 
 TEST_CASE("Messages answer: display omitted sends no thinking text, only the signature that holds it") {
