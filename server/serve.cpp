@@ -243,6 +243,7 @@ int serve_main(int argc, char** argv) {
     worker_options.draft_max = config.draft_max;
     worker_options.board = &state.board;
     worker_options.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
+    worker_options.abandoned_prefill_s = config.abandoned_prefill_s;
     worker_options.heartbeat = [&liveness] {
         if (liveness) liveness->beat();
     };

@@ -108,6 +108,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     job->images = std::move(g.images);
     job->params = std::move(g.params);
     job->cache_partition = prompt_cache_partition(config(), req);
+    job->finish_abandoned_prefill = config().abandoned_prefill_s > 0;
     std::optional<Clock::time_point> deadline;
     if (config().deadline_s > 0)
         deadline = job->enqueued_at + std::chrono::duration_cast<Clock::duration>(

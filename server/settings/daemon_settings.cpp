@@ -224,6 +224,10 @@ const std::vector<DaemonSetting>& daemon_settings() {
         double_setting("sse_ping_s", "S",
                        "a quiet stream gets a keep-alive event its SDK passes on this often (default 5)",
                        field(&D::sse_ping_s), 0.05, 3600),
+        double_setting("abandoned_prefill_s", "S",
+                       "a prompt whose client left is read on into the prompt cache for at most S seconds, and a request "
+                       "for the same prompt takes it over; 0 = it stops at once (default 1800)",
+                       field(&D::abandoned_prefill_s), 0, 1e6),
         double_setting("slow_client_s", "S", "drop a connection whose client reads nothing this long (default 10)",
                        field(&D::slow_client_s), 0.1, 3600),
         int_setting("client_buffer_kb", "N",

@@ -47,6 +47,20 @@ public:
         return item;
     }
 
+    // The first item `match` accepts, taken out of its place in line; nothing if none does.
+    template <class Match>
+    std::optional<T> take_first(Match&& match) {
+        std::lock_guard lock(mutex_);
+        for (auto it = items_.begin(); it != items_.end(); ++it) {
+            if (!match(*it)) continue;
+            T item = std::move(*it);
+            items_.erase(it);
+            room_.notify_one();
+            return item;
+        }
+        return std::nullopt;
+    }
+
     // Every item available now, waiting up to `timeout` for the first one.
     std::vector<T> pop_all(std::chrono::milliseconds timeout) {
         std::unique_lock lock(mutex_);

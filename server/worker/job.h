@@ -62,6 +62,11 @@ struct Job {
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
     CancelFlag cancel{false};
     std::atomic<CancelReason> cancel_reason{CancelReason::None};
+    // What the engine reads while it evaluates the prompt's chunks: raised with `cancel`, except
+    // when the client leaves a prompt that may finish abandoned (--abandoned-prefill-s: the
+    // prefill goes on into the prompt cache, and the worker decides when it stops).
+    CancelFlag stop_prefill{false};
+    bool finish_abandoned_prefill = false;
     Clock::time_point enqueued_at = Clock::now();
     // Set by the worker once it has begun the prompt: the tokens resumed from the prompt cache
     // (known before the prefill; the Messages API's message_start carries them). -1 before.
@@ -71,6 +76,7 @@ struct Job {
     void request_cancel(CancelReason reason) {
         CancelReason expected = CancelReason::None;
         cancel_reason.compare_exchange_strong(expected, reason);
+        if (reason != CancelReason::ClientGone || !finish_abandoned_prefill) stop_prefill.store(true);
         cancel.store(true);
     }
 };

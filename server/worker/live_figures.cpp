@@ -94,6 +94,12 @@ LiveFigures::Held LiveFigures::held() const {
     return h;
 }
 
+void LiveFigures::abandoned(uint64_t job_id) {
+    std::lock_guard lock(mutex_);
+    auto it = current_.find(job_id);
+    if (it != current_.end()) it->second.abandoned = true;
+}
+
 void LiveFigures::end(uint64_t job_id) {
     std::lock_guard lock(mutex_);
     auto it = current_.find(job_id);
@@ -129,6 +135,7 @@ json LiveFigures::request_json(const Current& c, Clock::time_point now) const {
               {"prompt_tokens", c.prompt_tokens},
               {"cached_tokens", c.cached_tokens < 0 ? json(nullptr) : json(c.cached_tokens)},
               {"generated_tokens", c.generated_tokens},
+              {"abandoned", c.abandoned},
               {"waited_s", seconds_between(c.enqueued_at, c.started_at)},
               {"elapsed_s", seconds_between(c.started_at, now)},
               {"time_to_first_token_s", nullptr},

@@ -45,6 +45,8 @@ public:
     void prompt_chunk_done(uint64_t job_id, int done_tokens);
     void prefilled(uint64_t job_id, int cached_tokens, double prefill_seconds, const EngineStats& stats);
     void token(uint64_t job_id, const EngineStats& stats);
+    // Its client left; its prompt is being read on into the prompt cache (--abandoned-prefill-s).
+    void abandoned(uint64_t job_id);
     void end(uint64_t job_id);
 
     // JSON for /v1/status (stage: "prompt", "generating", or "finished" for the last request): {"active": [...], "last_request": {...}|null, "tokens": [...]} with the
@@ -69,6 +71,7 @@ private:
         int prompt_tokens = 0;
         int cached_tokens = -1;    // -1 while the prompt is being evaluated
         int generated_tokens = 0;
+        bool abandoned = false;
         double prefill_seconds = 0;
         EngineStats last_stats;    // at the previous token, for per-token differences
         PrefillProgress prefill;

@@ -70,6 +70,7 @@ struct EngineWorker::Slot {
     std::vector<int32_t> step_tokens;   // what the current step evaluates: next_token, then drafts
     size_t drafts = 0;                  // drafts among step_tokens
     std::optional<DraftHorizon> horizon;
+    std::optional<Clock::time_point> abandoned_at;  // its client left while the prompt was read
 };
 
 EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue& queue, Metrics& metrics,
@@ -120,6 +121,15 @@ void EngineWorker::run() {
             options_.heartbeat();
             last_heartbeat_ = now;
         }
+        // A waiting request for the very prompt an abandoned prefill is reading takes it over.
+        for (auto& slot : slots_) {
+            if (!slot->job || !slot->abandoned_at) continue;
+            const Job& reading = *slot->job;
+            auto same = queue_.take_first([&](const std::shared_ptr<Job>& j) {
+                return j->cache_partition == reading.cache_partition && j->prompt == reading.prompt;
+            });
+            if (same) join_abandoned(*slot, std::move(*same));
+        }
         // Fill idle slots; wait for work only when nothing runs.
         for (auto& slot : slots_) {
             if (slot->job) continue;
@@ -140,7 +150,7 @@ void EngineWorker::run() {
             try {
                 if (slot->decoding && slot->next_token < 0) {
                     produce_token(*slot, slot->session->logits());
-                } else if (!slot->decoding && slot->job->cancel.load()) {
+                } else if (!slot->decoding && slot->job->cancel.load() && !read_on_abandoned(*slot)) {
                     finish_cancelled(*slot);
                 }
             } catch (const std::exception& e) {
@@ -188,6 +198,7 @@ void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {
     slot.finish_reason = FinishReason::Length;
     slot.last = JobEvent{};
     slot.tool_calls_malformed = false;
+    slot.abandoned_at.reset();
     if (job.cancel.load()) {
         // Left while queued: never started (llama.cpp #13262).
         if (job.cancel_reason.load() == CancelReason::ClientGone) {
@@ -315,12 +326,18 @@ bool EngineWorker::step() {
         budget -= slot->step_tokens.size();
     }
     const size_t n_decode = items.size();
+    // The prompt that has waited longest; an abandoned one only when no client waits on another.
     Slot* prefill = nullptr;
+    auto before = [](const Slot& a, const Slot& b) {
+        return a.abandoned_at.has_value() != b.abandoned_at.has_value() ? !a.abandoned_at : a.order < b.order;
+    };
     for (auto& slot : slots_)
-        if (slot->job && !slot->decoding && (!prefill || slot->order < prefill->order)) prefill = slot.get();
+        if (slot->job && !slot->decoding && (!prefill || before(*slot, *prefill))) prefill = slot.get();
     if (prefill && budget > 0) {
         const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
-        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->cancel});
+        // (the prompt's own flag: a client that leaves does not stop a chunk that may finish
+        // into the prompt cache)
+        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->stop_prefill});
         members.push_back(prefill);
         if (options_.live && prefill->choice == 0)
             options_.live->prompt_chunk_started(prefill->job->id, int(items.back().tokens.size()));
@@ -348,6 +365,10 @@ bool EngineWorker::step() {
         if (options_.live && slot->choice == 0)
             options_.live->prompt_chunk_done(slot->job->id, int(slot->session->tokens().size()));
         if (slot->session->prompt_pending() > 0) continue;
+        if (slot->abandoned_at) {
+            finish_abandoned(*slot);
+            continue;
+        }
         slot->decoding = true;
         slot->decode_start = slot->last_token_at = Clock::now();
         if (slot->choice == 0) {
@@ -564,6 +585,71 @@ void EngineWorker::finish_cancelled(Slot& slot) {
         default:  // the client left or could not keep up: nobody is listening any more
             fail(slot, FailureKind::Cancelled, "request cancelled");
     }
+}
+
+// A prompt whose client left (docs/agents.md, "No prefill paid twice"): its chunks go on into the
+// prompt cache, for the retry that comes back for it, for at most --abandoned-prefill-s after the
+// client left. True while it goes on; false when the job is to end as cancelled (it is not
+// abandonable, or its time is up).
+bool EngineWorker::read_on_abandoned(Slot& slot) {
+    Job& job = *slot.job;
+    if (job.stop_prefill.load() || job.cancel_reason.load() != CancelReason::ClientGone) return false;
+    if (options_.abandoned_prefill_s <= 0) {
+        job.stop_prefill.store(true);
+        return false;
+    }
+    const auto now = Clock::now();
+    if (!slot.abandoned_at) {
+        slot.abandoned_at = now;
+        if (options_.live) options_.live->abandoned(job.id);
+        spdlog::info("job {}: its client left at {} of {} prompt tokens; the prompt is read on into the prompt cache "
+                     "(--abandoned-prefill-s {:g})", job.id, slot.session->tokens().size(), job.prompt.size(),
+                     options_.abandoned_prefill_s);
+    }
+    if (std::chrono::duration<double>(now - *slot.abandoned_at).count() <= options_.abandoned_prefill_s) return true;
+    spdlog::info("job {}: abandoned prompt stopped after --abandoned-prefill-s at {} of {} tokens", job.id,
+                 slot.session->tokens().size(), job.prompt.size());
+    job.stop_prefill.store(true);
+    return false;
+}
+
+// An abandoned prompt read to its end: its state goes into the prompt cache, and the job ends as
+// the cancelled request it was.
+void EngineWorker::finish_abandoned(Slot& slot) {
+    spdlog::info("job {}: abandoned prompt read to its end ({} tokens), kept in the prompt cache", slot.job->id,
+                 slot.job->prompt.size());
+    metrics_.add_prompt_tokens(slot.usage.prompt_tokens, slot.usage.cached_tokens, seconds_since(slot.admitted_at));
+    slot.session->remember();
+    finish_cancelled(slot);
+}
+
+// A request for the same prompt (its client's retry) takes over an abandoned prefill where it
+// is: what was read counts as its cached tokens, and the prompt reads on for it. The abandoned
+// job ends as cancelled.
+void EngineWorker::join_abandoned(Slot& slot, std::shared_ptr<Job> job) {
+    const std::shared_ptr<Job> left = std::move(slot.job);
+    if (options_.live) options_.live->end(left->id);
+    metrics_.count_request(RequestOutcome::Cancelled);
+    const int read = int(std::min(slot.session->tokens().size(), job->prompt.size()));
+    spdlog::info("job {}: joins abandoned job {} at {} of {} prompt tokens", job->id, left->id, read, job->prompt.size());
+    slot.job = std::move(job);
+    {
+        std::lock_guard lock(current_mutex_);
+        std::erase(current_, left);
+        current_.push_back(slot.job);
+    }
+    slot.abandoned_at.reset();
+    slot.admitted_at = Clock::now();
+    slot.usage = Usage{};
+    slot.usage.prompt_tokens = int(slot.job->prompt.size());
+    slot.usage.cached_tokens = read;
+    slot.job->prompt_cached.store(read);
+    if (options_.live) {
+        options_.live->begin(*slot.job, engine_.stats());
+        options_.live->prompt_begun(slot.job->id, read);
+    }
+    start_choice(slot, 0);
+    publish_board(true);
 }
 
 // Moves the parser's tool-call pieces into the event; a malformed channel is logged and counted

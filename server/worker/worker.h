@@ -40,6 +40,9 @@ struct WorkerOptions {
     std::function<void()> heartbeat;                         // called at least once a second (liveness)
     std::function<void(const std::string&)> on_io_error;     // an engine read failed while serving
     LiveFigures* live = nullptr;                             // per-token figures for /v1/status
+    // A prompt whose client left goes on into the prompt cache for at most this long after it
+    // left, and a request for the same prompt joins it (docs/agents.md); 0: it stops at once.
+    double abandoned_prefill_s = 0;
 };
 
 class EngineWorker {
@@ -75,6 +78,9 @@ private:
     void fail(Slot& slot, FailureKind kind, const std::string& message);
     void take_tool_calls(const Job& job, ChatOutputParser::Delta& delta, JobEvent& event, bool& malformed);
     void finish_cancelled(Slot& slot);
+    bool read_on_abandoned(Slot& slot);
+    void finish_abandoned(Slot& slot);
+    void join_abandoned(Slot& slot, std::shared_ptr<Job> job);
 
     Engine& engine_;
     const Tokenizer& tokenizer_;

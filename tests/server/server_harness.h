@@ -54,6 +54,7 @@ public:
         WorkerOptions wo;
         wo.n_ctx = state.limits.n_ctx;
         wo.client_buffer_bytes = size_t(state.config.client_buffer_kb) * 1024;
+        wo.abandoned_prefill_s = state.config.abandoned_prefill_s;
         wo.live = &state.live;
         wo.on_io_error = [this](const std::string& why) {
             if (on_io_error) on_io_error(why);

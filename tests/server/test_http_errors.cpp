@@ -245,11 +245,14 @@ TEST_CASE("a client that disconnects mid-stream cancels its job at the token it 
     CHECK(m->body.find("k3serve:requests_total{outcome=\"cancelled\"} 1") != std::string::npos);
 }
 
-TEST_CASE("a client that disconnects during a long prefill cancels it (non-streamed request)") {
+TEST_CASE("with --abandoned-prefill-s 0 a client that disconnects during a long prefill cancels it (non-streamed request)") {
     FakeEngineOptions o;
     o.hold = std::make_shared<Gate>();  // never opened: the prefill stops at position 50
     o.hold_at_prompt_token = 50;
-    TestServer server(test_config(), o);
+    // (by default the prompt would be read on into the prompt cache: test_daemon_abandoned_prefill.cpp)
+    DaemonConfig config = test_config();
+    config.abandoned_prefill_s = 0;
+    TestServer server(config, o);
     {
         RawClient raw(server.port);
         raw.send_post("/v1/completions", json({{"prompt", std::string(200, 'p')}, {"max_tokens", 4}}).dump());

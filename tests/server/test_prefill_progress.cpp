@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/daemon.h"
+#include "common/daemon_status.h"
 #include "common/loopback_socket.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
@@ -37,18 +38,12 @@ struct HoldPrefill {
     }
 };
 
-json get(httplib::Client& c, const char* path) {
-    auto r = c.Get(path);
-    REQUIRE(r);
-    REQUIRE(r->status == 200);
-    return json::parse(r->body);
-}
+json get(httplib::Client& c, const char* path) { return get_json(c, path); }
 
 // The prefill object of the one running request, null when none runs.
 json running_prefill(httplib::Client& c) {
-    const json s = get(c, "/v1/status");
-    if (s["active"].empty()) return nullptr;
-    return s["active"][0]["prefill"];
+    const json r = running_request(c);
+    return r.is_null() ? json(nullptr) : r["prefill"];
 }
 
 }  // namespace
