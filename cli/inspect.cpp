@@ -18,6 +18,7 @@
 #include "cli/byte_format.h"
 #include "k3/error.h"
 #include "store/memory_plan.h"
+#include "weights/chunk_size.h"
 
 namespace k3::cli {
 
@@ -154,6 +155,15 @@ void report(const ModelConfig& c, const std::vector<int64_t>& layer_bytes, const
                 "position %s as the fp32 latent, %s expanded per head\n",
                 human_bytes(double(kda_state) * n_kda).c_str(), n_kda, human_bytes(double(kda_state)).c_str(),
                 human_bytes(double(kv_latent)).c_str(), human_bytes(double(kv_expanded)).c_str());
+    // a prefill pass (weights/chunk_size.h; docs/performance.md "Prefill passes")
+    const PassCost pass = pass_cost(c);
+    const int64_t per_token = pass.per_token;
+    std::printf("prefill: a prompt token costs %s in a pass (residual stream and %d block snapshots %s, routed "
+                "experts' input and outputs %s) + its MLA rows %s; a pass's tiles and expert rows %s\n",
+                human_bytes(double(per_token)).c_str(), (c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size,
+                human_bytes(double(int64_t(c.hidden_size) * 4 * (1 + (c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size))).c_str(),
+                human_bytes(double(int64_t(c.routed_expert_hidden_size) * 4 * (1 + c.num_experts_per_token))).c_str(),
+                human_bytes(double(kv_latent)).c_str(), human_bytes(double(pass.fixed_bytes(pass.max_tokens))).c_str());
 
     // ---- memory at a few trunk budgets ----
     // Model-level tensors are always resident. The trunk is planned as the engine plans it

@@ -14,6 +14,8 @@
 #include "cli/projection.h"
 #include "cli/subcommand.h"
 #include "io/disk_bandwidth.h"
+#include "model/state.h"
+#include "weights/chunk_size.h"
 #include "k3/cli.h"
 #include "k3/error.h"
 #include "k3/forward_stages.h"
@@ -28,14 +30,15 @@ namespace {
 const char* const kUsage =
     "usage: k3serve plan [MODEL_DIR | CONFIG.json] [options]\n"
     "  Prints the memory plan for each budget, the bytes read per decoded token and per prefill\n"
-    "  chunk, and the s/token and prefill tokens/s to expect on this machine. Without a model,\n"
+    "  pass, and the s/token and prefill tokens/s to expect on this machine. Without a model,\n"
     "  the real Kimi K3 (built-in config).\n"
     "  --memory-gb N[,N...]  memory for the engine: the plan --preset auto makes with N GB\n"
     "                        available (default: this machine's MemAvailable)\n"
     "  --preset NAME         a named preset instead (laptop, desktop, workstation, server, max)\n"
     "  --resident            every weight in memory, as `run` and `serve` without a budget\n"
     "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
-    "  --prefill-mb M        activations of one prefill chunk (default: the preset's, else 256 MB)\n"
+    "  --prefill-mb M        a prefill pass's own memory (default: the preset's, else 256 MB), to\n"
+    "                        which the expert cache lends its slots beyond the pipeline's\n"
     "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
     "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files,\n"
     "                        else on a scratch file in the current directory)\n"
@@ -95,7 +98,9 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
     if (p.waiting_layers > 0)
         std::printf("; %d layer reads not overlapped with compute: +%.3f s", p.waiting_layers, p.wait_seconds);
     std::printf(")\n");
-    std::printf("  prefill: a %d-token chunk reads %.3f GB (trunk %.3f, experts %.3f) in %.3f s while it computes "
+    std::printf("  prefill: a prompt token costs %.3f MB in a pass (its MLA rows %.3f MB more, the context's)\n",
+                double(pass_cost(m.config).per_token) / 1e6, double(kv_bytes_per_position(m.config)) / 1e6);
+    std::printf("  prefill: a %d-token pass reads %.3f GB (trunk %.3f, experts %.3f) in %.3f s while it computes "
                 "%.3f s, %.3f s not overlapped: bounded by %s, expected %.1f tokens/s\n",
                 p.prefill_chunk, gb(double(p.trunk_disk_bytes + p.chunk_expert_disk_bytes)), gb(double(p.trunk_disk_bytes)),
                 gb(double(p.chunk_expert_disk_bytes)), p.chunk_read_seconds, p.chunk_compute_seconds,
@@ -103,10 +108,11 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
 }
 
 void print_prompt(const PromptEstimate& e) {
-    std::printf("  time to first token, %lld-token prompt: %.2f s (%d chunks; reads %.2f s, compute %.2f s of which "
-                "attention %.2f s; %d chunks bounded by reads)\n",
-                (long long)e.tokens, e.seconds, e.chunks, e.read_seconds, e.compute_seconds, e.attention_seconds,
-                e.read_bound_chunks);
+    std::printf("  time to first token, %lld-token prompt: %.2f s (%d pass%s of up to %d tokens, each reading %.3f GB; "
+                "reads %.2f s, compute %.2f s of which attention %.2f s; %d pass%s bounded by reads)\n",
+                (long long)e.tokens, e.seconds, e.chunks, e.chunks == 1 ? "" : "es", e.pass_tokens,
+                gb(double(e.pass_read_bytes)), e.read_seconds, e.compute_seconds, e.attention_seconds, e.read_bound_chunks,
+                e.read_bound_chunks == 1 ? "" : "es");
     // by stage, named as the run report's forward_stage_seconds names them
     std::printf("    compute by stage:");
     for (int i = 0; i < kForwardStages; ++i)
@@ -120,7 +126,7 @@ void print_model_rates(const ModelRates& r, int chunk, const ModelConfig& c) {
     for (const auto& [cols, g] : r.bf16_gflops) std::printf(" %lld: %.0f", (long long)cols, g);
     std::printf("; MXFP4 experts by tokens an expert");
     for (const auto& [n, g] : r.expert_gflops) std::printf(" %lld: %.0f", (long long)n, g);
-    std::printf(" (a %d-token chunk gives %lld)\n", chunk, (long long)tokens_per_expert(c, chunk));
+    std::printf(" (a %d-token pass gives %lld)\n", chunk, (long long)tokens_per_expert(c, chunk));
     const TokenWork& w = r.work;
     std::printf("  per-token work (measured): mix %.1f ns a source, norm %.1f ns a row, KDA %.2f us a head, routing "
                 "%.2f us, MLA %.2f us a head, combine %.2f us, SiTU %.2f ns, add %.2f ns (one thread); join %.1f us, "

@@ -41,7 +41,7 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
     f.experts_per_token = m.config.num_experts_per_token;
     f.resident_bytes = m.resident - m.embed;
-    f.activation_bytes_per_token = activation_bytes_per_token(m.config);
+    f.pass = pass_cost(m.config);
     f.default_chunk_tokens = chunk_tokens_for(m.config);
     return f;
 }
@@ -174,6 +174,8 @@ PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, 
     const ModelRates rates = rates_of(b);
     const int T = std::max(1, plan.chunk_tokens);
     const Projection full = project(m, plan, b, T);
+    e.pass_tokens = T;
+    e.pass_read_bytes = full.trunk_disk_bytes + full.chunk_expert_disk_bytes;
     for (int64_t p0 = 0; p0 < tokens; p0 += T) {
         const int64_t n = std::min<int64_t>(T, tokens - p0);
         const Projection p = n == T ? full : project(m, plan, b, int(n));

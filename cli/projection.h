@@ -90,6 +90,8 @@ struct PromptEstimate {
     double read_seconds = 0;       // the chunks' reads
     double compute_seconds = 0;    // the chunks' compute, attention included
     int read_bound_chunks = 0;     // chunks whose reads take longer than their compute
+    int pass_tokens = 0;           // tokens of a full pass (the plan's)
+    int64_t pass_read_bytes = 0;   // what a full pass reads from disk (trunk and experts)
     ForwardStageSeconds stage_seconds{};  // the compute by stage, as the run report's forward_stage_seconds
 };
 PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens);

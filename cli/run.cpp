@@ -64,8 +64,9 @@ constexpr const char* kUsageTail =
     "  --cache-gb X         expert cache budget (overrides the preset)\n"
     "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
     "  --no-lookahead       do not prefetch the experts the next layer's router predicts\n"
-    "  --prefill-mb X       activations of one prefill chunk; a chunk is as many tokens as fit\n"
-    "                       (default: the preset's, else at most 256 tokens)\n"
+    "  --prefill-mb X       a prefill pass's own memory, to which the expert cache lends its spare\n"
+    "                       slots; a pass is as many tokens as that holds (default: the preset's,\n"
+    "                       else 256 MiB)\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage or untrusted checkpoint, 4 a routed expert failed to load.\n";
 

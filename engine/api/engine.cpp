@@ -219,7 +219,7 @@ std::vector<float> EngineImpl::encode_image(const PreparedImage& image) {
         throw Error(ErrorKind::Usage,
                     "this model has no vision tower loaded (a text-only checkpoint, or --no-vision): images are not accepted");
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> rows = encode_image_rows(*vision_, model_->compute, model_->act.max_tokens, image.geometry,
+    std::vector<float> rows = encode_image_rows(*vision_, model_->compute, model_->act.product_tokens, image.geometry,
                                                 image.patches, vision_settings_);
     forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return rows;

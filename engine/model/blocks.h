@@ -1,5 +1,5 @@
 // One function per block of the decoder layer (docs/model.md "Layer stack", "Kimi Delta Attention",
-// "Gated NoPE MLA", "Latent MoE"), each over a chunk of T tokens laid out [T][width]. They own the
+// "Gated NoPE MLA", "Latent MoE"), each over a tile of T tokens laid out [T][width]. They own the
 // math glue between kernel calls; model.cpp's forward() calls them in order.
 #pragma once
 #include <cstdint>
@@ -56,8 +56,15 @@ void dense_mlp(Model& m, const DenseWeights& w, const float* x, float* out, int 
 void select_experts(const float* scores, const float* bias, int n, int k, bool renormalize, float scale,
                     float* corrected, int32_t* idx, float* weight);
 
-// Latent MoE (docs/model.md "Latent MoE"): x [T][E] -> out [T][E]. Fails (IoError) if the store
-// cannot supply an expert; nothing is written to out then.
-Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T);
+// Latent MoE (docs/model.md "Latent MoE") over a pass of T tokens, in three steps:
+// moe_route: the tile of rows [r0, r0 + n) with MLP input x [n][E]: its router's choice and
+// weights and its latent input (the pass's rows of sel, sel_w, lat).
+void moe_route(Model& m, const MoeWeights& w, const float* x, int r0, int n);
+// moe_experts: every routed expert of layer il once over the pass's tokens that chose it (ex_out).
+// Fails (IoError) if the store cannot supply an expert.
+Status moe_experts(Model& m, int il, int T);
+// moe_combine: the tile's weighted expert sum in top-k order, normed and projected up, plus the
+// shared experts on x [n][E]: out [n][E].
+void moe_combine(Model& m, const MoeWeights& w, const float* x, float* out, int r0, int n);
 
 }  // namespace k3

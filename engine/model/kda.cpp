@@ -82,7 +82,8 @@ void kda_block(Model& m, const KdaWeights& w, int il, std::span<const SeqSpan> s
     for (const SeqSpan& sq : seqs)
         if (sq.st->capture) {
             m.replay_weights[size_t(il)] = w;
-            float* dst = sq.st->captured_inputs(il);
+            // (a step longer than a tile goes in parts: this part's rows start where it does)
+            float* dst = sq.st->captured_inputs(il) + size_t(sq.pos0 - sq.st->n_past) * size_t(4 * P + H);
             for (int t = sq.t0; t < sq.t0 + sq.n; ++t, dst += 4 * P + H) {
                 std::copy_n(&a.kq[t * P], P, dst);
                 std::copy_n(&a.kk[t * P], P, dst + P);

@@ -34,16 +34,17 @@ std::vector<float> read_vector(const Checkpoint& ckpt, const std::string& name) 
     return v;
 }
 
-// h[t] = AttnRes(blocks[t][0..n_blocks) + pref[t]) for every token of the chunk.
-void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int T) {
+// h[t - r0] = AttnRes(blocks[t][0..n_blocks) + pref[t]) for the tokens t of rows [r0, r0 + n).
+void mix_residuals(Model& m, int n_blocks, const float* fold, float* h, int r0, int n) {
     const StageClock clock(m.stage_seconds, ForwardStage::ResidualMix);
     Activations& a = m.act;
     const int64_t E = m.cfg.hidden_size;
-    m.compute.parallel_for(T, [&](int64_t t, int) {
+    m.compute.parallel_for(n, [&](int64_t i, int) {
+        const int64_t t = r0 + i;
         const float* src[256];
         for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(t) * a.n_blocks_max + s) * E];
         src[n_blocks] = &a.pref[size_t(t) * E];
-        attn_res_mix(src, n_blocks + 1, fold, m.cfg.rms_norm_eps, E, h + size_t(t) * E);
+        attn_res_mix(src, n_blocks + 1, fold, m.cfg.rms_norm_eps, E, h + size_t(i) * E);
     });
 }
 
@@ -53,17 +54,45 @@ void rmsnorm_rows(Model& m, const float* x, const float* w, float* y, int T) {
     m.compute.parallel_for(T, [&](int64_t t, int) { rmsnorm(x + t * E, w, y + t * E, E, m.cfg.rms_norm_eps); });
 }
 
-// pref = add (a block starts with it) or pref + add, for every token of the chunk.
-void add_residual(Model& m, const float* add, bool block_start, int T) {
+// pref = add (a block starts with it) or pref + add, for the tokens of rows [r0, r0 + n).
+void add_residual(Model& m, const float* add, bool block_start, int r0, int n) {
     const StageClock clock(m.stage_seconds, ForwardStage::ResidualMix);
-    float* pref = m.act.pref.data();
-    for (int64_t i = 0; i < T * m.cfg.hidden_size; ++i) pref[i] = block_start ? add[i] : pref[i] + add[i];
+    const int64_t E = m.cfg.hidden_size;
+    float* pref = m.act.pref.data() + int64_t(r0) * E;
+    for (int64_t i = 0; i < n * E; ++i) pref[i] = block_start ? add[i] : pref[i] + add[i];
+}
+
+// A tile of a pass: rows [r0, r0 + n) and each sequence's part of them (SeqSpan rows relative
+// to the tile, positions absolute).
+struct Tile {
+    int r0 = 0, n = 0;
+    std::vector<SeqSpan> seqs;
+};
+
+std::vector<Tile> cut_tiles(std::span<const SeqSpan> seqs, int T, int tile_tokens) {
+    std::vector<Tile> tiles;
+    for (int r0 = 0; r0 < T; r0 += tile_tokens) {
+        Tile tile{r0, std::min(tile_tokens, T - r0), {}};
+        for (const SeqSpan& sq : seqs) {
+            const int b = std::max(sq.t0, r0), e = std::min(sq.t0 + sq.n, r0 + tile.n);
+            if (b < e) tile.seqs.push_back(SeqSpan{sq.st, b - r0, e - b, sq.pos0 + (b - sq.t0)});
+        }
+        tiles.push_back(std::move(tile));
+    }
+    return tiles;
+}
+
+// The MLP's input of a tile: x = rmsnorm(AttnRes(blocks, pref)) (h holds the mix).
+void mlp_input(Model& m, const LayerWeights& w, int n_blocks, const Tile& tile) {
+    Activations& a = m.act;
+    mix_residuals(m, n_blocks, w.fold_mlp, a.h.data(), tile.r0, tile.n);
+    rmsnorm_rows(m, a.h.data(), w.post_norm, a.x.data(), tile.n);
 }
 
 }  // namespace
 
 Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightStore& store_, int chunk_tokens)
-    : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_),
+    : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_), pass_cost(k3::pass_cost(ckpt_.config)),
       act(ckpt_.config, chunk_tokens > 0 ? chunk_tokens : chunk_tokens_for(ckpt_.config)) {
     K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
     layouts = layout_layers(ckpt);
@@ -80,13 +109,15 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
     const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
     for (size_t i = 0; i < fold_out.size(); ++i) fold_out[i] = fold_out[i] * proj[i];
-    compute.reserve(act.max_tokens);
+    compute.reserve(act.product_tokens);
     replay_weights.resize(layouts.size());
     // kda_block's per-thread scratch: one head's q, k, v, alpha, o
     act.kda_head.assign(size_t(compute.nth) * 5 * size_t(cfg.kda_head_dim), 0.0f);
 }
 
-Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
+namespace {
+
+Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel, int* pass_tokens) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
     const int64_t E = c.hidden_size, V = c.vocab_size;
@@ -108,6 +139,7 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         T += n;
     }
     K3_CHECK(T > 0 && T <= a.max_tokens, "forward() takes 1..%d tokens, got %d", a.max_tokens, T);
+    *pass_tokens = T;
 
     // embedding: pref[t] = embed[id_t] widened from bf16 (no scaling), one row read per token;
     // an image's position takes its projected row instead (docs/model.md "Images in the prompt")
@@ -131,6 +163,11 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
     trace_step(m.trace, "embed", -1, a.pref.data(), T, E);
     clock.pause();
 
+    // The pass goes through the layers together (each weight read once for all its tokens), each
+    // layer tile by tile; a tile's rows are computed exactly as in a pass of their own (the
+    // kernels are row-independent, attention and KDA advance in token order), so the tile size
+    // changes no bit (docs/performance.md, "Prefill passes").
+    const std::vector<Tile> tiles = cut_tiles(seqs, T, a.tile_tokens);
     int n_blocks = 0;
     for (int il = 0; il < c.num_hidden_layers; ++il) {
         if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
@@ -139,45 +176,60 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         clock.pause();
         if (!layer.status().ok()) return layer.status();
         const LayerWeights& w = layer.weights();
-
-        // pre-attention mix of the block snapshots and the running residual (once any exist)
-        if (n_blocks > 0) mix_residuals(m, n_blocks, w.fold_attn, a.h.data(), T);
-        else std::copy_n(a.pref.data(), T * E, a.h.data());
-        trace_step(m.trace, "attn_in", il, a.h.data(), T, E);
-        // at a block boundary, snapshot the running residual; the new block starts empty
+        // at a block boundary the running residual is snapshot; the new block starts empty
         const bool block_start = il % c.attn_res_block_size == 0;
-        if (block_start) {
-            clock.next(ForwardStage::ResidualMix);
-            for (int r = 0; r < T; ++r)
-                std::copy_n(&a.pref[r * E], E, &a.blocks[(size_t(r) * a.n_blocks_max + n_blocks) * E]);
-            clock.pause();
-            ++n_blocks;
+        const int attn_blocks = n_blocks, mlp_blocks = n_blocks + (block_start ? 1 : 0);
+
+        for (const Tile& tile : tiles) {
+            // pre-attention mix of the block snapshots and the running residual (once any exist)
+            if (attn_blocks > 0) mix_residuals(m, attn_blocks, w.fold_attn, a.h.data(), tile.r0, tile.n);
+            else std::copy_n(&a.pref[size_t(tile.r0) * size_t(E)], tile.n * E, a.h.data());
+            trace_step(m.trace, "attn_in", il, a.h.data(), tile.n, E);
+            if (block_start) {
+                clock.next(ForwardStage::ResidualMix);
+                for (int r = tile.r0; r < tile.r0 + tile.n; ++r)
+                    std::copy_n(&a.pref[r * E], E, &a.blocks[(size_t(r) * a.n_blocks_max + attn_blocks) * E]);
+                clock.pause();
+            }
+            // attention rmsnorm
+            rmsnorm_rows(m, a.h.data(), w.input_norm, a.x.data(), tile.n);
+            // attention: MLA with the latent cache, or KDA with the recurrent state
+            if (c.is_mla(il))
+                mla_block(m, w.mla, il, tile.seqs, a.x.data(), a.out.data(), tile.n);
+            else
+                kda_block(m, w.kda, il, tile.seqs, a.x.data(), a.out.data(), tile.n);
+            trace_step(m.trace, "attn_out", il, a.out.data(), tile.n, E);
+            // residual: pref = attn (new block) or pref + attn
+            add_residual(m, a.out.data(), block_start, tile.r0, tile.n);
+            if (!c.is_dense(il)) continue;
+            // dense MLP: pre-MLP mix (a snapshot always exists here: layer 0 is a block start),
+            // rmsnorm, MLP, residual
+            mlp_input(m, w, mlp_blocks, tile);
+            trace_step(m.trace, "ffn_in", il, a.h.data(), tile.n, E);
+            dense_mlp(m, w.dense, a.x.data(), a.out.data(), tile.n);
+            trace_step(m.trace, "mlp_out", il, a.out.data(), tile.n, E);
+            add_residual(m, a.out.data(), false, tile.r0, tile.n);
+            trace_step(m.trace, "out", il, &a.pref[size_t(tile.r0) * size_t(E)], tile.n, E);
         }
-        // attention rmsnorm
-        rmsnorm_rows(m, a.h.data(), w.input_norm, a.x.data(), T);
-        // attention: MLA with the latent cache, or KDA with the recurrent state
-        if (c.is_mla(il))
-            mla_block(m, w.mla, il, seqs, a.x.data(), a.out.data(), T);
-        else
-            kda_block(m, w.kda, il, seqs, a.x.data(), a.out.data(), T);
-        trace_step(m.trace, "attn_out", il, a.out.data(), T, E);
-        // residual: pref = attn (new block) or pref + attn
-        add_residual(m, a.out.data(), block_start, T);
-        // pre-MLP mix (a snapshot always exists here: layer 0 is a block start)
-        mix_residuals(m, n_blocks, w.fold_mlp, a.h.data(), T);
-        trace_step(m.trace, "ffn_in", il, a.h.data(), T, E);
-        // MLP rmsnorm
-        rmsnorm_rows(m, a.h.data(), w.post_norm, a.x.data(), T);
-        // MLP: dense for the first layers, latent MoE after
-        if (c.is_dense(il)) {
-            dense_mlp(m, w.dense, a.x.data(), a.out.data(), T);
-        } else if (Status s = moe_ffn(m, w.moe, il, a.x.data(), a.out.data(), T); !s.ok()) {
-            return s;  // the lease gives the layer back
+        if (!c.is_dense(il)) {
+            // latent MoE: every tile routed, then the routed experts expert by expert over the
+            // whole pass (each read once), then each tile's weighted sum, shared experts, residual
+            for (const Tile& tile : tiles) {
+                mlp_input(m, w, mlp_blocks, tile);
+                trace_step(m.trace, "ffn_in", il, a.h.data(), tile.n, E);
+                moe_route(m, w.moe, a.x.data(), tile.r0, tile.n);
+            }
+            if (Status s = moe_experts(m, il, T); !s.ok()) return s;  // the lease gives the layer back
+            for (const Tile& tile : tiles) {
+                // one tile's x is still there from routing; more are computed again (same bits)
+                if (tiles.size() > 1) mlp_input(m, w, mlp_blocks, tile);
+                moe_combine(m, w.moe, a.x.data(), a.out.data(), tile.r0, tile.n);
+                trace_step(m.trace, "moe_out", il, a.out.data(), tile.n, E);
+                add_residual(m, a.out.data(), false, tile.r0, tile.n);
+                trace_step(m.trace, "out", il, &a.pref[size_t(tile.r0) * size_t(E)], tile.n, E);
+            }
         }
-        trace_step(m.trace, c.is_dense(il) ? "mlp_out" : "moe_out", il, a.out.data(), T, E);
-        // residual
-        add_residual(m, a.out.data(), false, T);
-        trace_step(m.trace, "out", il, a.pref.data(), T, E);
+        n_blocks = mlp_blocks;
         m.layers_evaluated.fetch_add(1, std::memory_order_relaxed);
     }
     for (const ForwardItem& it : items) it.st->n_past += int(it.tokens.size());
@@ -193,21 +245,25 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
     if (out_rows.empty()) return Status::Ok();
     clock.next(ForwardStage::Output);
     const int n_out = int(out_rows.size());
-    m.compute.parallel_for(n_out, [&](int64_t i, int) {
-        const int r = out_rows[size_t(i)];
-        const float* src[256];
-        for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(r) * a.n_blocks_max + s) * E];
-        src[n_blocks] = &a.pref[size_t(r) * E];
-        float* h = &a.final_h[size_t(i) * E];
-        attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
-        rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
-    });
-    trace_step(m.trace, "result_norm", -1, a.final_h.data(), n_out, E);
     // a single sequence writes straight into its logits; a batch goes through a.logits
     const bool direct = items.size() == 1;
     if (!direct && a.logits.size() < size_t(n_out) * size_t(V)) a.logits.resize(size_t(n_out) * size_t(V));
     float* dst = direct ? items[0].logits : a.logits.data();
-    m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(), dst, V, E, n_out);
+    for (int i0 = 0; i0 < n_out; i0 += a.tile_tokens) {
+        const int n = std::min(a.tile_tokens, n_out - i0);
+        m.compute.parallel_for(n, [&](int64_t i, int) {
+            const int r = out_rows[size_t(i0 + i)];
+            const float* src[256];
+            for (int s = 0; s < n_blocks; ++s) src[s] = &a.blocks[(size_t(r) * a.n_blocks_max + s) * E];
+            src[n_blocks] = &a.pref[size_t(r) * E];
+            float* h = &a.final_h[size_t(i) * E];
+            attn_res_mix(src, n_blocks + 1, m.fold_out.data(), c.rms_norm_eps, E, h);
+            rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
+        });
+        trace_step(m.trace, "result_norm", -1, a.final_h.data(), n, E);
+        m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(),
+                              dst + size_t(i0) * size_t(V), V, E, n);
+    }
     if (direct) return Status::Ok();
     size_t next = 0;
     for (size_t s = 0; s < items.size(); ++s) {
@@ -217,6 +273,21 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         next += n;
     }
     return Status::Ok();
+}
+
+}  // namespace
+
+Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
+    // A long pass borrows the expert cache's spare slots for its per-token arrays (the store
+    // gives their pages back first) and returns both after it (docs/performance.md, "Prefill passes").
+    int tokens = 0;
+    for (const ForwardItem& it : items) tokens += int(it.tokens.size());
+    m.store.begin_pass(m.pass_cost.bytes(tokens));
+    int pass_tokens = 0;
+    const Status s = forward_pass(m, items, cancel, &pass_tokens);
+    m.act.release_pass(pass_tokens);
+    m.store.end_pass();
+    return s;
 }
 
 }  // namespace k3

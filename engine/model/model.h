@@ -45,6 +45,7 @@ struct Model {
     std::vector<float> final_norm;        // [E]
     std::vector<float> fold_out;          // [E]  output_attn_res_norm ⊙ output_attn_res_proj
 
+    PassCost pass_cost;                   // what a prefill pass takes (weights/chunk_size.h)
     Activations act;
 
     // When set, forward() hands it every named intermediate (trace.h); tests attach one.

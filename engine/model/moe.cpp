@@ -3,11 +3,12 @@
 // width, the chosen MXFP4 SiTU-GLU experts run there, their weighted sum is RMS-normed and
 // projected back up, and the shared experts (on the original input) are added.
 //
-// For a chunk of T tokens the experts are applied expert-major: the union of the chunk's
+// For a pass of T tokens the experts are applied expert-major: the union of the pass's
 // choices is acquired from the store once (in batches the store allows), and each expert runs
-// once over all the tokens that chose it. Its per-token outputs land in their own rows and are
-// summed per token in top-k order afterwards, so a chunk gives exactly the bits of one token at
-// a time (kernels.h: matmul rows equal matvec bits).
+// once over all the tokens that chose it (in groups of rows the activations hold). Its per-token
+// outputs land in their own rows and are summed per token in top-k order afterwards, so a pass
+// gives exactly the bits of one token at a time (kernels.h: matmul rows equal matvec bits).
+// model.cpp calls the three steps: moe_route per tile, moe_experts once, moe_combine per tile.
 #include <algorithm>
 #include <cmath>
 
@@ -47,43 +48,48 @@ int64_t block_rows(int64_t rows, int n_experts, int nth) {
     return std::min({rows, kMaxBlockRows, (r + 15) / 16 * 16});
 }
 
-// Runs the experts union_ids[b0 .. b0+nb) (their runs in a.expert_runs[0..nb)) over their rows
-// of ex_in, writing ex_out.
-void run_experts(Model& m, int il, int b0, int nb) {
+// Runs the experts union_ids[b0 .. b0+nb) (their runs in a.expert_runs[0..nb)) over the rows
+// [w0, w1) of the expert-sorted order (a group: its inputs are gathered into ex_in first),
+// writing those rows of ex_out.
+void run_experts(Model& m, int il, int b0, int nb, int64_t w0, int64_t w1) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
     const Compute& cp = m.compute;
     const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
     const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-    const int64_t slot0 = a.first_slot[a.union_ids[b0]];
-    const int64_t slot1 = a.cursor[a.union_ids[b0 + nb - 1]];
+
+    // the group's inputs: each row's token's latent input
+    cp.parallel_for(w1 - w0, [&](int64_t i, int) {
+        std::copy_n(&a.lat[size_t(a.slot_token[size_t(w0 + i)]) * size_t(L)], L, &a.ex_in[size_t(i) * size_t(L)]);
+    });
 
     // Work items are (expert, block of output rows) pairs over `rows` output rows: fn gets the
-    // expert's bound weights, its first slot s0, its token count n_u and the rows to write.
+    // expert's bound weights, its first row p0 in the group, its rows n_u there and the output
+    // rows to write. An expert outside the group has no rows in it.
     auto for_expert_rows = [&](int64_t rows, auto&& fn) {
         const int64_t rb = block_rows(rows, nb, cp.nth), nblk = (rows + rb - 1) / rb;
         cp.parallel_for(nb * nblk, [&](int64_t item, int thread) {
             const int u = int(item / nblk);
             const int32_t e = a.union_ids[b0 + u];
+            const int64_t p0 = std::max<int64_t>(a.first_slot[e], w0), p1 = std::min<int64_t>(a.cursor[e], w1);
+            if (p1 <= p0) return;
             const ExpertWeights ew = bind_expert(m.ckpt.expert(il, e), a.expert_runs[u]);
-            const int64_t s0 = a.first_slot[e], n_u = a.cursor[e] - s0;
             const int64_t r0 = (item % nblk) * rb;
-            fn(ew, s0, n_u, RowRange{r0, std::min(rows, r0 + rb)}, thread);
+            fn(ew, p0, p1 - p0, RowRange{r0, std::min(rows, r0 + rb)}, thread);
         });
     };
 
     // gate = W1 z, up = W3 z for each expert's tokens  [n_u][I]
-    for_expert_rows(I, [&](const ExpertWeights& ew, int64_t s0, int64_t n_u, RowRange r, int thread) {
-        cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[s0 * L], &a.ex_gate[s0 * I], I, L, n_u, r, thread);
-        cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[s0 * L], &a.ex_up[s0 * I], I, L, n_u, r, thread);
+    for_expert_rows(I, [&](const ExpertWeights& ew, int64_t p0, int64_t n_u, RowRange r, int thread) {
+        const int64_t g = p0 - w0;
+        cp.mxfp4_rows(ew.w1_packed, ew.w1_scale, &a.ex_in[g * L], &a.ex_gate[g * I], I, L, n_u, r, thread);
+        cp.mxfp4_rows(ew.w3_packed, ew.w3_scale, &a.ex_in[g * L], &a.ex_up[g * I], I, L, n_u, r, thread);
     });
     // act = SiTU-GLU(gate, up), in place
-    float* gate = &a.ex_gate[slot0 * I];
-    const float* up = &a.ex_up[slot0 * I];
-    parallel_situ_glu(cp, gate, up, (slot1 - slot0) * I, b1, b2);
-    // e = W2 act  [n_u][L]
-    for_expert_rows(L, [&](const ExpertWeights& ew, int64_t s0, int64_t n_u, RowRange r, int thread) {
-        cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[s0 * I], &a.ex_out[s0 * L], L, I, n_u, r, thread);
+    parallel_situ_glu(cp, a.ex_gate.data(), a.ex_up.data(), (w1 - w0) * I, b1, b2);
+    // e = W2 act  [n_u][L], into the pass's rows
+    for_expert_rows(L, [&](const ExpertWeights& ew, int64_t p0, int64_t n_u, RowRange r, int thread) {
+        cp.mxfp4_rows(ew.w2_packed, ew.w2_scale, &a.ex_gate[(p0 - w0) * I], &a.ex_out[p0 * L], L, I, n_u, r, thread);
     });
 }
 
@@ -160,35 +166,38 @@ void prefetch_next_layer(Model& m, int il, int T, int n_union) {
 
 }  // namespace
 
-Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out, int T) {
+void moe_route(Model& m, const MoeWeights& w, const float* x, int r0, int n) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
-    const Compute& cp = m.compute;
-    const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
+    const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size;
     const int NE = c.num_experts, K = c.num_experts_per_token;
     StageClock clock(m.stage_seconds, ForwardStage::MoeProducts);
 
-    // router logits [T][n_expert], latent input z = W_down x [T][L], shared experts' gate and up
-    // [T][SI]: all read the same x
-    if (SI > 0)
-        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E},
-                             {w.shared_gate, x, a.sgate.data(), SI, E}, {w.shared_up, x, a.sup.data(), SI, E}},
-                            T);
-    else
-        cp.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, a.lat.data(), L, E}}, T);
+    // router logits [n][n_expert] and the latent input z = W_down x [n][L] (the pass's rows)
+    m.compute.matmul_bf16_many({{w.router, x, a.router.data(), NE, E}, {w.latent_down, x, &a.lat[size_t(r0) * size_t(L)], L, E}},
+                               n);
 
     // s = sigmoid(logits); top-k per token
     clock.next(ForwardStage::Routing);
-    for (int t = 0; t < T; ++t) {
-        float* s = &a.router[size_t(t) * NE];
+    for (int i = 0; i < n; ++i) {
+        float* s = &a.router[size_t(i) * NE];
         for (int e = 0; e < NE; ++e) s[e] = sigmoid(s[e]);
+        const size_t t = size_t(r0 + i);
         select_experts(s, w.router_bias, NE, K, c.moe_renormalize, c.routed_scaling_factor, a.router_c.data(),
-                       &a.sel[size_t(t) * K], &a.sel_w[size_t(t) * K]);
+                       &a.sel[t * K], &a.sel_w[t * K]);
     }
+}
 
-    // sort the (token, choice) pairs by expert: expert e's tokens are rows first_slot[e].. of ex_in
+Status moe_experts(Model& m, int il, int T) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const int NE = c.num_experts, K = c.num_experts_per_token;
+    StageClock clock(m.stage_seconds, ForwardStage::Routing);
+
+    // sort the (token, choice) pairs by expert: expert e's tokens are rows first_slot[e].. of the
+    // expert-sorted order
     std::fill(a.n_assigned.begin(), a.n_assigned.end(), 0);
-    for (int i = 0; i < T * K; ++i) a.n_assigned[a.sel[i]]++;
+    for (int64_t i = 0; i < int64_t(T) * K; ++i) a.n_assigned[a.sel[i]]++;
     int n_union = 0, next = 0;
     for (int e = 0; e < NE; ++e) {
         a.first_slot[e] = a.cursor[e] = next;
@@ -200,15 +209,15 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
         for (int j = 0; j < K; ++j) {
             const int slot = a.cursor[a.sel[t * K + j]]++;
             a.slot_of[t * K + j] = slot;
-            std::copy_n(&a.lat[t * L], L, &a.ex_in[slot * L]);
+            a.slot_token[slot] = t;
         }
 
-    // routed experts, acquired once per chunk in batches the store can hold, pipelined: while a
+    // routed experts, acquired once per pass in batches the store can hold, pipelined: while a
     // batch computes, the next batch's reads are in flight (double-buffered within the cache's
     // budget: a prefetch takes only free or unused slots, never a held one), and while the last
-    // batch of a prefill chunk computes, the next layer's first experts are read
-    // (prefetch_next_layer). Only reads are scheduled, so the bits are those of reading each
-    // batch when it is asked for.
+    // batch of a pass computes, the next layer's first experts are read (prefetch_next_layer).
+    // Only reads are scheduled, so the bits are those of reading each batch when it is asked
+    // for. A batch's rows run in groups of at most a.expert_rows.
     const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
     for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
         const int nb = std::min(per_acquire, n_union - b0);
@@ -221,39 +230,52 @@ Status moe_ffn(Model& m, const MoeWeights& w, int il, const float* x, float* out
             const int next_nb = std::min(per_acquire, n_union - b0 - nb);
             m.store.prefetch_experts(il, std::span<const int32_t>(&a.union_ids[b0 + nb], size_t(next_nb)));
         } else {
-            // This layer's reads are all done; the next layer's go now.
-            look_ahead(m, il, x, T);
+            // This layer's reads are all done; the next layer's go now (a decode step's x is
+            // its only tile's, still in a.x).
+            look_ahead(m, il, a.x.data(), T);
             prefetch_next_layer(m, il, T, n_union);
         }
         clock.next(ForwardStage::Experts);
-        run_experts(m, il, b0, nb);
+        const int64_t rows0 = a.first_slot[a.union_ids[b0]], rows1 = a.cursor[a.union_ids[b0 + nb - 1]];
+        for (int64_t w0 = rows0; w0 < rows1; w0 += a.expert_rows)
+            run_experts(m, il, b0, nb, w0, std::min(rows1, w0 + a.expert_rows));
         m.store.release_experts(il);
     }
-    clock.next(ForwardStage::MoeProducts);
+    return Status::Ok();
+}
 
-    // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [T][L]
-    cp.parallel_for(T, [&](int64_t t, int) {
-        float* acc = &a.lat_acc[t * L];
+void moe_combine(Model& m, const MoeWeights& w, const float* x, float* out, int r0, int n) {
+    const ModelConfig& c = m.cfg;
+    Activations& a = m.act;
+    const Compute& cp = m.compute;
+    const int64_t E = c.hidden_size, L = c.routed_expert_hidden_size, SI = c.shared_intermediate();
+    const int K = c.num_experts_per_token;
+    StageClock clock(m.stage_seconds, ForwardStage::MoeProducts);
+
+    // acc = sum_j w_j e_j in top-k order, then RMSNorm of the aggregate  [n][L]
+    cp.parallel_for(n, [&](int64_t i, int) {
+        const int64_t t = r0 + i;
+        float* acc = &a.lat_acc[i * L];
         std::fill(acc, acc + L, 0.0f);
         for (int j = 0; j < K; ++j) {
             const float wj = a.sel_w[t * K + j];
-            const float* e = &a.ex_out[a.slot_of[t * K + j] * L];
-            for (int64_t i = 0; i < L; ++i) acc[i] += wj * e[i];
+            const float* e = &a.ex_out[int64_t(a.slot_of[t * K + j]) * L];
+            for (int64_t q = 0; q < L; ++q) acc[q] += wj * e[q];
         }
         if (c.latent_moe_use_norm) rmsnorm(acc, w.latent_norm, acc, L, c.rms_norm_eps);
     });
 
-    // out = W_up acc  [T][E]
-    cp.matmul_bf16(w.latent_up, a.lat_acc.data(), out, E, L, T);
+    // out = W_up acc  [n][E]
+    cp.matmul_bf16(w.latent_up, a.lat_acc.data(), out, E, L, n);
 
     // shared experts on the original input, unweighted, added after the up-projection
     if (SI > 0) {
         const float b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
-        parallel_situ_glu(cp, a.sgate.data(), a.sup.data(), T * SI, b1, b2);
-        cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, T);
-        for (int64_t i = 0; i < T * E; ++i) out[i] += a.sout[i];
+        cp.matmul_bf16_many({{w.shared_gate, x, a.sgate.data(), SI, E}, {w.shared_up, x, a.sup.data(), SI, E}}, n);
+        parallel_situ_glu(cp, a.sgate.data(), a.sup.data(), n * SI, b1, b2);
+        cp.matmul_bf16(w.shared_down, a.sgate.data(), a.sout.data(), E, SI, n);
+        for (int64_t i = 0; i < n * E; ++i) out[i] += a.sout[i];
     }
-    return Status::Ok();
 }
 
 }  // namespace k3

@@ -91,4 +91,33 @@ void ExpertCache::drop_user(int s) {
     if (--slot.users == 0 && slot.state == SlotState::Empty) free_.push_back(s);
 }
 
+std::vector<int> ExpertCache::lend(int n) {
+    std::vector<int> taken;
+    while (int(taken.size()) < n) {
+        int s;
+        if (!free_.empty()) {
+            s = free_.back();
+            free_.pop_back();
+        } else {
+            s = pick_victim();
+            if (s < 0) break;
+            key_slot_[slots_[s].key] = -1;
+            ++evictions_;
+        }
+        Slot& slot = slots_[s];
+        slot.key = -1;
+        slot.state = SlotState::Empty;  // out of pick_victim's reach while lent: it picks Ready slots
+        slot.prefetched = false;
+        slot.payload = nullptr;
+        taken.push_back(s);
+    }
+    lent_.insert(lent_.end(), taken.begin(), taken.end());
+    return taken;
+}
+
+void ExpertCache::take_back() {
+    free_.insert(free_.end(), lent_.begin(), lent_.end());
+    lent_.clear();
+}
+
 }  // namespace k3::io

@@ -52,6 +52,13 @@ public:
     void drop_user(int s);
 
     uint64_t evictions() const { return evictions_; }
+    // Takes up to n slots out of service (a prefill pass borrows their memory: docs/performance.md,
+    // "Prefill passes"): empty ones first, then the policy's victims among Ready slots with no
+    // users (their experts leave the cache); never a slot in use or being read. Returns them.
+    std::vector<int> lend(int n);
+    // Puts the lent slots back in service, empty.
+    void take_back();
+    int lent() const { return int(lent_.size()); }
 
 private:
     int pick_victim() const;
@@ -61,6 +68,7 @@ private:
     std::vector<int32_t> key_slot_;     // [n_keys] -> slot or -1
     std::vector<uint8_t> count_;        // [n_keys] saturating request counts (aged LFU)
     std::vector<int> free_;             // empty slots
+    std::vector<int> lent_;             // slots out of service (lend)
     uint64_t clock_ = 0;                // requests seen
     uint64_t admissions_ = 0;
     uint64_t evictions_ = 0;

@@ -180,7 +180,7 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     f.routed_experts = int64_t(moe_layers) * cfg.num_experts;
     f.experts_per_token = cfg.num_experts_per_token;
     f.expert_slot_bytes = moe_layers > 0 ? int64_t(window_capacity(expert_bytes(cfg))) : 0;
-    f.activation_bytes_per_token = activation_bytes_per_token(cfg);
+    f.pass = pass_cost(cfg);
     f.default_chunk_tokens = chunk_tokens_for(cfg);
     for (const auto& t : model_tensors(cfg))
         if (t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)  // the embedding stays on disk (model.h)
@@ -207,14 +207,21 @@ bool wants_budget(const MemoryOptions& o) {
     return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
 }
 
+std::string MemoryPlan::describe_pass() const {
+    std::ostringstream s;
+    s << "prefill pass " << chunk_tokens << " tokens (" << format_gb(prefill_bytes);
+    if (pass_lent_slots > 0) s << ", " << format_gb(int64_t(pass_lent_slots) * cache_slot_bytes) << " of it lent by the expert cache";
+    s << ")";
+    return s.str();
+}
+
 std::string MemoryPlan::describe() const {
     std::ostringstream s;
     if (!streaming) {
         s << "memory: everything resident (" << format_gb(need_bytes) << " of weights";
         if (vision_bytes > 0) s << " with the vision tower's " << format_gb(vision_bytes);
         s << "; prompt cache "
-          << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens, " << format_gb(prefill_bytes)
-          << ")";
+          << format_gb(prompt_cache_budget) << "; " << describe_pass() << ")";
         if (!prompt_cache_dir.empty())
             s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
         return s.str();
@@ -225,12 +232,46 @@ std::string MemoryPlan::describe() const {
     s << "; expert cache " << cache_slots << " slots x " << format_gb(cache_slot_bytes) << " = "
       << format_gb(int64_t(cache_slots) * cache_slot_bytes) << "; lm_head/norms " << format_gb(resident_bytes)
       << (vision_bytes > 0 ? "; vision tower " + format_gb(vision_bytes) : std::string())
-      << "; prompt cache " << format_gb(prompt_cache_budget) << "; prefill chunk " << chunk_tokens << " tokens ("
-      << format_gb(prefill_bytes) << "); total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
+      << "; prompt cache " << format_gb(prompt_cache_budget) << "; " << describe_pass() << "; total " << format_gb(need_bytes) << " of " << format_gb(mem_available) << " available";
     if (!prompt_cache_dir.empty())
         s << "; prompt cache on disk: " << prompt_cache_dir << " up to " << format_gb(prompt_cache_disk_budget);
     return s.str();
 }
+
+namespace {
+
+std::string format_mb(int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f MB", double(bytes) / 1e6);
+    return buf;
+}
+
+// The prefill pass (docs/performance.md, "Prefill passes"): its own budget (--prefill-mb, the
+// preset's, else the default 256 MB that auto's reserve and a plan without a budget keep outside
+// the plan) plus what the expert cache lends while a prompt prefills (its slots beyond the
+// pipeline's two batches: they are given back during the pass and refilled after it). As many
+// tokens as that holds; a budget that holds not one token's state is refused.
+void size_prefill_pass(const ModelFootprint& model, double prefill_mb, MemoryPlan& plan) {
+    const PassCost& cost = model.pass;
+    const int64_t own = prefill_mb >= 0 ? int64_t(prefill_mb * 1e6) : kDefaultPassBytes;
+    const int pipeline_slots = std::min(plan.cache_slots, 2 * model.experts_per_token + 8);
+    const int lendable = plan.streaming ? plan.cache_slots - pipeline_slots : 0;
+    const int64_t budget = own + int64_t(lendable) * plan.cache_slot_bytes;
+    plan.chunk_tokens = cost.tokens_within(budget);
+    if (plan.chunk_tokens < 1)
+        throw Error(ErrorKind::Usage, "a prefill pass of " + format_mb(budget) + " holds not one token: a token keeps " +
+                                          format_mb(cost.per_token) + " and the pass's tiles take " +
+                                          format_mb(cost.fixed_bytes(1)) + "; raise --prefill-mb to at least " +
+                                          std::to_string(int64_t(std::ceil(double(cost.bytes(1) - budget + own) / 1e6))));
+    plan.prefill_bytes = cost.bytes(plan.chunk_tokens);
+    plan.pass_own_bytes = own;
+    plan.pass_lent_slots =
+        plan.prefill_bytes > own && plan.cache_slot_bytes > 0
+            ? int(std::min<int64_t>(lendable, (plan.prefill_bytes - own + plan.cache_slot_bytes - 1) / plan.cache_slot_bytes))
+            : 0;
+}
+
+}  // namespace
 
 MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& options, int64_t mem_available) {
     MemoryPlan plan;
@@ -290,14 +331,6 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     if (options.cache_gb >= 0) cache_budget = gb_to_bytes(options.cache_gb);
     if (options.prefill_mb >= 0) prefill_mb = options.prefill_mb;
     if (options.preset.empty() && plan.streaming) plan.source = "explicit";
-    // The prefill chunk: as many tokens as its activation budget holds (without one, the default
-    // chunk of at most 256 tokens).
-    const int64_t per_token = std::max<int64_t>(1, model.activation_bytes_per_token);
-    if (prefill_mb >= 0)
-        plan.chunk_tokens = int(std::clamp<int64_t>(int64_t(prefill_mb * 1e6) / per_token, 1, kMaxChunkTokens));
-    else
-        plan.chunk_tokens = std::max(1, model.default_chunk_tokens);
-    plan.prefill_bytes = int64_t(plan.chunk_tokens) * per_token;
     plan.trunk_budget = trunk_budget;
     plan.cache_budget = cache_budget;
 
@@ -313,13 +346,15 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
                                               format_gb(int64_t(min_cache_slots) * model.expert_slot_bytes));
         plan.cache_slots = int(slots);
     }
+    size_prefill_pass(model, prefill_mb, plan);
     plan.prompt_cache_budget = prompt_cache_budget(options);
     plan.prompt_cache_dir = options.prompt_cache_dir;
     plan.prompt_cache_disk_budget = options.prompt_cache_dir.empty() ? 0 : prompt_cache_disk_budget(options);
-    // A chunk budget that was asked for counts in the plan; the default chunk (at most 256 MB)
-    // is part of what the engine keeps outside it, as auto's reserve assumes.
+    // A pass budget that was asked for counts in the plan (what the cache lends is in the cache's
+    // figure already); the default (256 MB) is part of what the engine keeps outside it, as auto's
+    // reserve assumes.
     plan.need_bytes = plan.trunk.total_bytes() + int64_t(plan.cache_slots) * plan.cache_slot_bytes + plan.resident_bytes + plan.vision_bytes +
-                      (prefill_mb >= 0 ? plan.prefill_bytes : 0);
+                      (prefill_mb >= 0 ? std::min(plan.prefill_bytes, plan.pass_own_bytes) : 0);
 
     // 3. Refuse before allocating anything.
     int64_t limit = int64_t(double(mem_available) * kRefuseAboveFraction);
@@ -330,7 +365,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
           << format_gb(plan.trunk.total_bytes()) << ", expert cache " << format_gb(int64_t(plan.cache_slots) * plan.cache_slot_bytes)
           << ", lm_head/norms " << format_gb(plan.resident_bytes) << ", vision tower " << format_gb(plan.vision_bytes)
           << ", prompt cache "
-          << format_gb(plan.prompt_cache_budget) << ", prefill chunk " << format_gb(plan.prefill_bytes) << ") but MemAvailable is "
+          << format_gb(plan.prompt_cache_budget) << ", prefill pass " << format_gb(std::min(plan.prefill_bytes, plan.pass_own_bytes)) << ") but MemAvailable is "
           << format_gb(mem_available) << " and a plan may use at most 95% of it (" << format_gb(limit)
           << "); lower --trunk-gb, --cache-gb, --prefill-mb and/or --prompt-cache-gb, pick a smaller --preset (laptop, desktop, ...) or use --preset auto";
         throw Error(ErrorKind::Memory, m.str());

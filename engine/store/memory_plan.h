@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "weights/checkpoint.h"
+#include "weights/chunk_size.h"
 #include "k3/options.h"
 
 namespace k3::io {
@@ -68,8 +69,8 @@ struct ModelFootprint {
     int64_t expert_slot_bytes = 0;           // one cache slot (aligned window of one expert)
     int64_t routed_experts = 0;              // experts in the whole pool
     int experts_per_token = 0;               // top-k
-    int64_t activation_bytes_per_token = 0;  // forward-pass scratch per token of a chunk
-    int default_chunk_tokens = 0;            // the chunk without a prefill budget (chunk_tokens_for)
+    PassCost pass;                           // what a prefill pass takes (weights/chunk_size.h)
+    int default_chunk_tokens = 0;            // the pass without a prefill budget (chunk_tokens_for)
     int64_t resident_bytes = 0;              // lm_head, model norms (always resident; the embedding is read by row)
     int64_t vision_bytes = 0;                // the vision tower and projector (resident while the checkpoint
                                              // has them and --no-vision is not given)
@@ -88,15 +89,18 @@ struct MemoryPlan {
     int64_t need_bytes = 0;          // everything the plan allocates for weights
     int64_t mem_available = 0;
     std::string trunk_dir;           // packed trunk to read layers from ("" = the shards)
-    int chunk_tokens = 0;            // tokens per forward chunk (prefill)
+    int chunk_tokens = 0;            // tokens per prefill pass (docs/performance.md "Prefill passes")
     bool lookahead = true;           // next-layer expert prefetch (MemoryOptions::lookahead)
-    int64_t prefill_bytes = 0;       // its activations
+    int64_t prefill_bytes = 0;       // what a pass of chunk_tokens takes (weights/chunk_size.h pass_bytes)
+    int64_t pass_own_bytes = 0;      // of it, the pass's own budget (--prefill-mb, the preset's or the default)
+    int pass_lent_slots = 0;         // expert cache slots lent to a pass for the rest (given back after it)
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it
     std::string prompt_cache_dir;    // its disk tier ("" = none; disk, not in any RAM figure)
     int64_t prompt_cache_disk_budget = 0;
 
     std::string describe() const;    // one line for logs and the run report
+    std::string describe_pass() const;  // "prefill pass 9,600 tokens (5.12 GB, 4.80 GB of it lent by the expert cache)"
 };
 
 // RAM for the shared prompt cache: --prompt-cache-gb, else the preset's (laptop 0.5, desktop 2,

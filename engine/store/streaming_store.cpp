@@ -1,5 +1,8 @@
 #include "store/streaming_store.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -71,6 +74,8 @@ public:
         return ring_ ? Lookahead::Streamed : Lookahead::Resident;
     }
     const uint8_t* peek_layer(int il) override;
+    void begin_pass(int64_t bytes) override;
+    void end_pass() override;
 
     WeightStoreStats stats() const override;
 
@@ -105,7 +110,7 @@ private:
     // Counters.
     std::atomic<uint64_t> trunk_bytes_read_{0}, trunk_layer_reads_{0};
     uint64_t expert_bytes_read_ = 0, expert_requests_ = 0, expert_hits_ = 0, expert_failures_ = 0;
-    uint64_t prefetch_reads_ = 0, prefetch_hits_ = 0;
+    uint64_t prefetch_reads_ = 0, prefetch_hits_ = 0, pass_lent_bytes_ = 0, demand_reads_ = 0;
     double pinned_wait_seconds_ = 0, expert_wait_seconds_ = 0;
 
     std::unique_ptr<ReadPool> pool_;  // last: its threads finish before anything above goes
@@ -325,6 +330,7 @@ Status StreamingStore::acquire_experts(int il, std::span<const int32_t> experts,
         slots[j] = s;
     }
     if (!reads.empty()) {
+        ++demand_reads_;
         lock.unlock();
         pool_->submit(std::move(reads));  // sorted by file and offset, read together
         lock.lock();
@@ -386,6 +392,25 @@ void StreamingStore::prefetch_experts(int il, std::span<const int32_t> experts) 
     if (!reads.empty()) pool_->submit(std::move(reads));
 }
 
+void StreamingStore::begin_pass(int64_t bytes) {
+    const int64_t over = bytes - plan_.pass_own_bytes;
+    if (over <= 0 || plan_.pass_lent_slots <= 0 || slot_bytes_ == 0) return;
+    const int n = int(std::min<int64_t>(plan_.pass_lent_slots, (over + int64_t(slot_bytes_) - 1) / int64_t(slot_bytes_)));
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    std::lock_guard lock(mu_);
+    for (int s : cache_.lend(n)) {
+        const uintptr_t b = reinterpret_cast<uintptr_t>(arena_.data() + size_t(s) * slot_bytes_);
+        const uintptr_t begin = (b + page - 1) / page * page, end = (b + slot_bytes_) / page * page;
+        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+        pass_lent_bytes_ += slot_bytes_;
+    }
+}
+
+void StreamingStore::end_pass() {
+    std::lock_guard lock(mu_);
+    cache_.take_back();
+}
+
 WeightStoreStats StreamingStore::stats() const {
     WeightStoreStats st;
     st.trunk_bytes_read = trunk_bytes_read_.load();
@@ -396,6 +421,8 @@ WeightStoreStats StreamingStore::stats() const {
     st.expert_requests = expert_requests_;
     st.expert_hits = expert_hits_;
     st.expert_evictions = cache_.evictions();
+    st.pass_lent_bytes = pass_lent_bytes_;
+    st.expert_demand_reads = demand_reads_;
     st.expert_read_failures = expert_failures_;
     st.expert_prefetch_reads = prefetch_reads_;
     st.expert_prefetch_hits = prefetch_hits_;

@@ -37,6 +37,8 @@ struct WeightStoreStats {
     uint64_t trunk_layer_reads = 0;       // layer runs read (pinned first touch + ring)
     double trunk_wait_seconds = 0;        // part of io_wait_seconds spent waiting for trunk layers
     double expert_wait_seconds = 0;       // part of io_wait_seconds spent waiting for experts
+    uint64_t pass_lent_bytes = 0;         // expert cache bytes lent to prefill passes (each pass's, summed)
+    uint64_t expert_demand_reads = 0;     // acquisitions that had to issue reads (nothing read ahead had them)
 };
 
 class WeightStore {
@@ -71,6 +73,12 @@ public:
     // never blocks, never reads; nullptr otherwise. Valid while layer il-1 is held.
     virtual const uint8_t* peek_layer(int /*il*/) { return nullptr; }
 
+    // A prefill pass that takes `bytes` (weights/chunk_size.h pass_bytes) starts, and ends: the
+    // streaming store's expert cache lends the pass its slots beyond the pipeline's two batches,
+    // as far as the memory plan allows (pass_lent_slots), giving their pages back, and takes them
+    // back empty at the end (docs/performance.md, "Prefill passes").
+    virtual void begin_pass(int64_t /*bytes*/) {}
+    virtual void end_pass() {}
     virtual WeightStoreStats stats() const = 0;
     // How far the load has come (k3/weights_load.h); any thread may ask.
     virtual WeightsLoad weights_load() const { return {}; }

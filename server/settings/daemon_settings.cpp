@@ -311,8 +311,8 @@ const std::vector<DaemonSetting>& daemon_settings() {
                        field(&M::prompt_cache_dir_gb), -1, 1e7),
         string_setting("trunk", "DIR", "packed trunk (k3serve pack-trunk)", field(&M::trunk_dir)),
         double_setting("prefill_mb", "MB",
-                       "activations of one prefill chunk; the chunk is as many tokens as fit (default: the preset's, "
-                       "else at most 256 tokens)",
+                       "a prefill pass's own memory, to which the expert cache lends its spare slots; a pass is as "
+                       "many tokens as that holds (default: the preset's, else 256 MiB)",
                        field(&M::prefill_mb), -1, 1e7),
         bool_setting("lookahead",
                      "read ahead the experts the next layer's router predicts (exact: it only schedules reads; default "

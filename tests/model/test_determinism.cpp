@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "model/activations.h"
+#include "weights/chunk_size.h"
 #include "weights/checkpoint.h"
 #include "model/model_test_util.h"
 
@@ -13,6 +14,18 @@ using namespace k3::test;
 namespace {
 
 constexpr int kSeed = 3;
+constexpr int kPass = 64;  // tokens of a prefill pass here (the fixtures' default holds the whole context)
+
+// An engine whose prefill passes hold kPass tokens.
+std::unique_ptr<Engine> load_with_passes(const std::string& dir, int threads, const std::string& kernels) {
+    EngineOptions o;
+    o.model_dir = dir;
+    o.threads = threads;
+    o.kernels = kernels;
+    const ModelConfig cfg = open_checkpoint(dir).config;
+    o.memory.prefill_mb = (double(pass_cost(cfg).bytes(kPass)) + 0.5) / 1e6;
+    return Engine::load(o);
+}
 
 std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
     auto s = e.new_session(int(ids.size()));
@@ -23,9 +36,10 @@ std::vector<float> prefill_logits(Engine& e, const std::vector<int32_t>& ids) {
 
 void check_preset(const std::string& preset, const std::string& kernels) {
     const std::string dir = cached_model(preset, kSeed);
-    // Longer than one forward() chunk, so chunked prefill is part of what is compared.
-    const int kLength = chunk_tokens_for(open_checkpoint(dir).config) + 6;
-    auto e1 = load_engine(dir, 1, kernels);
+    // Longer than one prefill pass, so a prompt in passes is part of what is compared.
+    const int kLength = kPass + 6;
+    auto e1 = load_with_passes(dir, 1, kernels);
+    REQUIRE(e1->max_step_tokens() == kPass);
     const int V = e1->info().n_vocab;
     const auto ids = test_prompt(kLength, V);
     const std::vector<float> ref = prefill_logits(*e1, ids);
@@ -33,17 +47,17 @@ void check_preset(const std::string& preset, const std::string& kernels) {
 
     SUBCASE("threads 2 and 3 give the bits of 1") {
         for (int threads : {2, 3}) {
-            auto e = load_engine(dir, threads, kernels);
+            auto e = load_with_passes(dir, threads, kernels);
             CHECK_MESSAGE(same_bits(prefill_logits(*e, ids), ref), "threads=" << threads);
         }
     }
     SUBCASE("run to run") {
         CHECK(same_bits(prefill_logits(*e1, ids), ref));
-        auto again = load_engine(dir, 1, kernels);
+        auto again = load_with_passes(dir, 1, kernels);
         CHECK(same_bits(prefill_logits(*again, ids), ref));
     }
     SUBCASE("one token at a time equals the prefill at every position (first 40)") {
-        auto e2 = load_engine(dir, 2, kernels);
+        auto e2 = load_with_passes(dir, 2, kernels);
         auto s = e2->new_session(kLength);
         CancelFlag cancel{false};
         REQUIRE(s->sync(std::span(ids).first(1), cancel).ok());

@@ -1,7 +1,7 @@
 // The memory dial changes nothing but speed: logits are bit-identical from everything resident
 // down to the smallest budget that fits the read ring (one layer at a time), through rings that
 // hold layers of different sizes (fewer than two of the largest), with and without a packed trunk (plain or
-// compressed), with and without the next-layer lookahead, at any prefill chunk and thread count,
+// compressed), with and without the next-layer lookahead, at any prefill pass and thread count,
 // on the tiny fixtures; and a read that fails mid-run (a shard or trunk.bin truncated after start-up)
 // fails the step with an IoError naming the file, never a wrong token.
 #include <doctest/doctest.h>
@@ -23,6 +23,7 @@
 #include "common/model_cache.h"
 #include "common/process.h"
 #include "common/scratch.h"
+#include "api/engine_impl.h"
 #include "k3/engine.h"
 #include "k3/error.h"
 
@@ -48,6 +49,9 @@ using Outputs = k3::test::EngineOutputs;
 
 std::vector<int32_t> prompt_for(int vocab) { return k3::test::spread_prompt(vocab, 7); }
 
+// The weight store's own counters (bytes lent to passes, demand reads: not in EngineStats).
+WeightStoreStats store_stats(Engine& e) { return static_cast<EngineImpl&>(e).model().store.stats(); }
+
 Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr,
                   int threads = 0) {
     EngineOptions o;
@@ -61,7 +65,7 @@ Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memor
 
 struct Budgets {
     int64_t trunk_all, trunk_edge, cache_min, pool;
-    int64_t act_per_token;  // prefill activations per token
+    PassCost pass;  // what a prefill pass takes (weights/chunk_size.h)
     int64_t largest_layer, smallest_layer;
 };
 
@@ -73,7 +77,7 @@ Budgets budgets_of(const std::filesystem::path& model) {
     b.trunk_edge = io::smallest_trunk_budget(f.layer_alloc_bytes);
     b.cache_min = int64_t(f.experts_per_token + 1) * f.expert_slot_bytes;
     b.pool = f.routed_experts * f.expert_slot_bytes;
-    b.act_per_token = f.activation_bytes_per_token;
+    b.pass = f.pass;
     b.largest_layer = *std::max_element(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end());
     b.smallest_layer = *std::min_element(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end());
     return b;
@@ -128,9 +132,10 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             {"half-way, compressed trunk", budget(half_trunk, half_cache, zpack.string())},
             {"half-way, no lookahead", budget(half_trunk, half_cache, "", /*lookahead=*/false)},
             {"trunk resident, cache half, lookahead", budget(gb(b.trunk_all), half_cache)},
-            {"prefill one token at a time", resident_with_chunk(1e-6)},
-            {"prefill three tokens at a time, smallest budget", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, 3.5 * double(b.act_per_token) / 1e6)},
-            {"half-way, prefill chunk as large as allowed", budget(half_trunk, half_cache, "", true, 1e6)},
+            {"prefill one token at a time", resident_with_chunk((double(b.pass.bytes(1)) + 0.5) / 1e6)},
+            {"prefill three tokens at a time, smallest budget", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, (double(b.pass.bytes(3)) + 0.5) / 1e6)},
+            {"half-way, the prompt in one pass", budget(half_trunk, half_cache, "", true, 1e3)},
+            {"everything fits, a two-token own budget: the pass held by the cache's lent slots", budget(gb(b.trunk_all), gb(b.pool), "", true, (double(b.pass.bytes(2)) + 0.5) / 1e6)},
             {"half-way, one thread", budget(half_trunk, half_cache), 1},
             {"smallest, compressed, three threads", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string()), 3},
             // A byte ring that holds the largest layer and a small one, fewer than two of the
@@ -145,7 +150,9 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             Outputs got = run_model(model, c.memory, &plan, c.threads);
             MESSAGE(preset << ": " << plan);
             if (std::string(c.name).find("three tokens") != std::string::npos)
-                CHECK(plan.find("prefill chunk 3 tokens") != std::string::npos);
+                CHECK(plan.find("prefill pass 3 tokens") != std::string::npos);
+            if (std::string(c.name).find("one token at a time") != std::string::npos)
+                CHECK(plan.find("prefill pass 1 tokens") != std::string::npos);
             if (std::string(c.name).find("largest and the smallest") != std::string::npos) {
                 REQUIRE(b.smallest_layer < b.largest_layer);  // the preset's dense layers are larger
                 CHECK(plan.find("0/") != std::string::npos);  // nothing pinned: it is all ring
@@ -222,6 +229,80 @@ TEST_CASE("the prefill pipeline reads the next batch of experts while one comput
     auto rs = resident->new_session(64);
     REQUIRE(rs->sync(prompt, cancel).ok());
     CHECK(bit_identical(pipelined, std::vector<float>(rs->logits().begin(), rs->logits().end())));
+}
+
+TEST_CASE("a pass reads each trunk layer and the experts of its union once, each layer's later batches ahead") {
+    // The smallest ring (every layer streams) and a cache of half the pool, the lookahead off: a
+    // prompt of 48 tokens in one pass, then in passes from an own budget of 12 tokens (the cache
+    // lends the rest). Per pass each layer's run is read at most once (a read ahead of the next
+    // walk's first layer may have started by the time the stats are read: one pass more), each
+    // expert at most once, and only a layer's first batch may wait for reads it issues itself:
+    // the pipeline asked for every later one ahead (docs/performance.md, "Prefill pipeline").
+    auto model = fixture_model("tiny-wide");
+    Budgets b = budgets_of(model);
+    const Checkpoint ckpt = open_checkpoint(model);
+    int64_t trunk_runs = 0;
+    for (const auto& run : ckpt.layer_runs) trunk_runs += run.nbytes;
+    int moe_layers = 0;
+    for (int il = 0; il < ckpt.config.num_hidden_layers; ++il) moe_layers += ckpt.config.is_dense(il) ? 0 : 1;
+    for (const int own_tokens : {48, 12}) {
+        CAPTURE(own_tokens);
+        EngineOptions o;
+        o.model_dir = model.string();
+        o.memory = budget(gb(b.trunk_edge + 4096), gb(b.pool / 2), "", /*lookahead=*/false,
+                          (double(b.pass.bytes(own_tokens)) + 0.5) / 1e6);
+        o.memory.prompt_cache_gb = 0;
+        auto engine = Engine::load(o);
+        REQUIRE(engine->max_step_tokens() >= own_tokens);
+        const int passes = (48 + engine->max_step_tokens() - 1) / engine->max_step_tokens();
+        REQUIRE(engine->stats().pinned_layers == 0);
+        const std::vector<int32_t> prompt = k3::test::spread_prompt(engine->info().n_vocab, 48);
+        auto s = engine->new_session(64);
+        CancelFlag cancel{false};
+        REQUIRE(s->sync(prompt, cancel).ok());
+        const WeightStoreStats st = store_stats(*engine);
+        CHECK(st.trunk_bytes_read >= uint64_t(trunk_runs));
+        CHECK(st.trunk_bytes_read <= uint64_t((passes + 1) * trunk_runs));
+        CHECK(st.expert_bytes_read <= uint64_t(passes * b.pool));
+        CHECK(st.expert_prefetch_reads > 0);
+        CHECK(st.expert_demand_reads <= uint64_t(passes * moe_layers));
+        MESSAGE(passes << " pass(es): trunk " << st.trunk_bytes_read << " of " << trunk_runs << " a pass, experts "
+                       << st.expert_bytes_read << ", demand reads " << st.expert_demand_reads << ", read ahead "
+                       << st.expert_prefetch_reads);
+    }
+}
+
+TEST_CASE("a prefill pass borrows the expert cache's spare slots and gives them back, with the same bits") {
+    // An own pass budget of two tokens and a cache that holds the pool: the pass is sized from
+    // the slots the cache lends beyond the pipeline's two batches (docs/performance.md, "Prefill
+    // passes"), which it gives up during the pass and serves from again after it.
+    auto model = fixture_model("tiny-wide");
+    Budgets b = budgets_of(model);
+    EngineOptions o;
+    o.model_dir = model.string();
+    o.memory = budget(gb(b.trunk_all), gb(b.pool), "", true, (double(b.pass.bytes(2)) + 0.5) / 1e6);
+    o.memory.prompt_cache_gb = 0;
+    auto engine = Engine::load(o);
+    const std::vector<int32_t> prompt = k3::test::spread_prompt(engine->info().n_vocab, 40);
+    REQUIRE(engine->max_step_tokens() >= int(prompt.size()));  // two tokens of its own, the rest lent
+    REQUIRE(engine->info().memory_plan.find("lent by the expert cache") != std::string::npos);
+    auto s = engine->new_session(64);
+    CancelFlag cancel{false};
+    REQUIRE(s->sync(prompt, cancel).ok());
+    const WeightStoreStats lent = store_stats(*engine);
+    CHECK(lent.pass_lent_bytes > 0);
+    const std::vector<float> after_prompt(s->logits().begin(), s->logits().end());
+    // decode steps lend nothing, and the cache serves them again (the slots are back)
+    for (int i = 0; i < 4; ++i) REQUIRE(s->append(argmax(s->logits()), cancel).ok());
+    CHECK(store_stats(*engine).pass_lent_bytes == lent.pass_lent_bytes);
+    CHECK(store_stats(*engine).expert_hits > lent.expert_hits);
+
+    EngineOptions r;
+    r.model_dir = model.string();
+    auto resident = Engine::load(r);
+    auto rs = resident->new_session(64);
+    REQUIRE(rs->sync(prompt, cancel).ok());
+    CHECK(bit_identical(after_prompt, std::vector<float>(rs->logits().begin(), rs->logits().end())));
 }
 
 TEST_CASE("a shard truncated after start-up fails the step with the file named, never a wrong token") {

@@ -205,31 +205,62 @@ TEST_CASE("a plan above 95% of MemAvailable is refused before allocating, saying
     CHECK_THROWS_AS(make_memory_plan(f, bigger, avail), Error);
 }
 
-TEST_CASE("the prefill chunk is a line of the plan, as many tokens as its activation budget holds") {
+TEST_CASE("the prefill pass is a line of the plan: its own budget and the expert cache's spare slots") {
     auto f = mini_like();
-    f.activation_bytes_per_token = 440 * 1000;  // about k3-mini's
-    f.default_chunk_tokens = 256;
-    // No chunk budget asked for: the default chunk, kept outside the plan's total.
-    MemoryPlan plain = make_memory_plan(f, opts("", 0.3, 0.1), kPlenty);
-    CHECK(plain.chunk_tokens == 256);
+    // 200 kB a token; a tile of up to 256 tokens at 218.75 kB a token (56 MB), no expert rows
+    f.pass.per_token = 200 * 1000;
+    f.pass.tile_token_bytes = 218750;
+    f.pass.tile_cap = 256;
+    f.pass.expert_row_bytes = 0;
+    f.pass.max_tokens = 100000;
+    const int64_t slot = f.expert_slot_bytes;
+    // The rule (docs/performance.md, "Prefill passes"): tokens = (own budget + lent slots x slot
+    // - the tile) / per token, the cache lending what it holds beyond the pipeline's 2 x top-k + 8.
+    auto tokens_for = [&](int64_t own, int cache_slots) {
+        const int lendable = std::max(0, cache_slots - (2 * f.experts_per_token + 8));
+        return int((own + lendable * slot - 56 * MB) / (200 * 1000));
+    };
+    // No budget asked for and a cache of top-k + 1 slots: nothing to lend, the default 256 MiB,
+    // outside the plan's total.
+    const double cache_min_gb = double((f.experts_per_token + 1) * slot) / 1e9;
+    MemoryPlan plain = make_memory_plan(f, opts("", 0.3, cache_min_gb), kPlenty);
+    REQUIRE(plain.cache_slots == f.experts_per_token + 1);
+    CHECK(plain.chunk_tokens == tokens_for(kDefaultPassBytes, plain.cache_slots));
+    CHECK(plain.pass_lent_slots == 0);
     CHECK(plain.need_bytes == plain.trunk.total_bytes() + int64_t(plain.cache_slots) * plain.cache_slot_bytes + plain.resident_bytes);
-    // A preset's budget (laptop: 512 MB) and an explicit --prefill-mb, which counts in the total.
+    CHECK(plain.describe().find("prefill pass " + std::to_string(plain.chunk_tokens) + " tokens") != std::string::npos);
+    // A cache of 0.1 GB (79 slots) lends 39 of them: more tokens, still outside the total.
+    MemoryPlan lending = make_memory_plan(f, opts("", 0.3, 0.1), kPlenty);
+    REQUIRE(lending.cache_slots == 79);
+    CHECK(lending.chunk_tokens == tokens_for(kDefaultPassBytes, 79));
+    CHECK(lending.chunk_tokens > plain.chunk_tokens);
+    CHECK(lending.pass_lent_slots == 39);
+    CHECK(lending.describe().find("lent by the expert cache") != std::string::npos);
+    CHECK(lending.need_bytes == lending.trunk.total_bytes() + int64_t(lending.cache_slots) * lending.cache_slot_bytes + lending.resident_bytes);
+    // A preset's own budget (laptop: 512 MB) with its 1 GB cache's spare slots.
     MemoryPlan laptop = make_memory_plan(f, opts("laptop"), kPlenty);
-    CHECK(laptop.chunk_tokens == 512000000 / 440000);
-    CHECK(laptop.describe().find("prefill chunk 1163 tokens (0.51 GB)") != std::string::npos);
-    MemoryOptions o = opts("", 0.3, 0.1);
+    CHECK(laptop.chunk_tokens == tokens_for(512 * MB, laptop.cache_slots));
+    // An explicit --prefill-mb counts in the total (what it holds of it).
+    MemoryOptions o = opts("", 0.3, cache_min_gb);
     o.prefill_mb = 100;
     MemoryPlan small = make_memory_plan(f, o, kPlenty);
-    CHECK(small.chunk_tokens == 227);
+    // (238 tokens: a pass shorter than a tile has a tile as short, 418.75 kB a token in all)
+    CHECK(small.chunk_tokens == 238);
     CHECK(small.need_bytes == plain.need_bytes + small.prefill_bytes);
-    // At least one token, at most kMaxChunkTokens.
-    o.prefill_mb = 0;
+    // At most max_tokens.
+    o.prefill_mb = 1e5;
+    CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == f.pass.max_tokens);
+    // A short pass has a short tile: one token takes 418.75 kB, two 837.5 kB.
+    o.prefill_mb = 0.8375;
+    CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == 2);
+    o.prefill_mb = 0.4188;
     CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == 1);
-    o.prefill_mb = 1e6;
-    CHECK(make_memory_plan(f, o, kPlenty).chunk_tokens == kMaxChunkTokens);
-    // A chunk budget that does not fit is refused with the rest of the plan, naming it.
+    // A budget that holds not one token is refused, naming the option to raise.
+    o.prefill_mb = 0.4;
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, o, kPlenty), doctest::Contains("raise --prefill-mb to at least 1"), Error);
+    // A pass budget that does not fit is refused with the rest of the plan, naming it.
     o.prefill_mb = 3000;
-    CHECK_THROWS_WITH_AS(make_memory_plan(f, o, int64_t(3000) * MB), doctest::Contains("prefill chunk"), Error);
+    CHECK_THROWS_WITH_AS(make_memory_plan(f, o, int64_t(3000) * MB), doctest::Contains("prefill pass"), Error);
 }
 
 TEST_CASE("MemAvailable is read from /proc/meminfo") {

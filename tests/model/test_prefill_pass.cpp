@@ -1,0 +1,140 @@
+// Prefill passes (docs/performance.md, "Prefill passes"): a pass goes through the layers tile
+// by tile, and the routed experts run expert by expert over the whole pass in groups of rows.
+// Neither the pass, the tile nor the group size may change a bit: the reference is the same
+// prompt evaluated one token at a time by a resident engine. The tiny fixtures are far smaller
+// than a tile, so the tests narrow the tiles and groups (Activations::narrow_tiles) until they
+// cut the prompt, a sequence of a batch, and an expert's tokens.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "api/engine_impl.h"
+#include "model/model_test_util.h"
+#include "weights/chunk_size.h"
+
+using namespace k3;
+using namespace k3::test;
+
+namespace {
+
+constexpr int kSeed = 9;
+constexpr int kPrompt = 41;
+constexpr int kDecode = 4;
+
+// An engine (without a prompt cache unless asked) whose passes hold `pass_tokens` tokens (0: the default).
+std::unique_ptr<Engine> engine_with_pass(const std::string& dir, int pass_tokens, int threads = 2,
+                                         bool prompt_cache = false) {
+    EngineOptions o;
+    o.model_dir = dir;
+    o.threads = threads;
+    o.memory.prompt_cache_gb = prompt_cache ? 1.0 : 0.0;
+    if (pass_tokens > 0) {
+        const ModelConfig cfg = open_checkpoint(dir).config;
+        o.memory.prefill_mb = (double(pass_cost(cfg).bytes(pass_tokens)) + 0.5) / 1e6;
+    }
+    return Engine::load(o);
+}
+
+Activations& activations(Engine& e) { return static_cast<EngineImpl&>(e).model().act; }
+
+// Logits after the prompt and after each greedy step.
+std::vector<std::vector<float>> run(Engine& e, const std::vector<int32_t>& prompt) {
+    auto s = e.new_session(128);
+    CancelFlag cancel{false};
+    REQUIRE(s->sync(prompt, cancel).ok());
+    std::vector<std::vector<float>> out{{s->logits().begin(), s->logits().end()}};
+    for (int i = 0; i < kDecode; ++i) {
+        REQUIRE(s->append(argmax(s->logits()), cancel).ok());
+        out.emplace_back(s->logits().begin(), s->logits().end());
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a pass gives the bits of one token at a time, whatever its size, tiles and expert groups") {
+    for (const char* preset : {"tiny", "tiny-wide"}) {
+        CAPTURE(std::string(preset));
+        const std::string dir = cached_model(preset, kSeed);
+        auto one = engine_with_pass(dir, 1);
+        REQUIRE(one->max_step_tokens() == 1);
+        const std::vector<int32_t> prompt = test_prompt(kPrompt, one->info().n_vocab);
+        const auto expect = run(*one, prompt);
+
+        struct Case {
+            int pass, tile;
+            int64_t rows;
+        };
+        // whole-prompt passes cut into tiles of 1, 2, 5 and 16 tokens and groups of 1, 3, 7 and
+        // 40 expert rows; passes of 7 and 16 tokens (the prompt in 6 and 3 passes) with tiles
+        // that do not divide them
+        const Case cases[] = {{kPrompt, 1, 1},  {kPrompt, 2, 3},    {kPrompt, 5, 7},   {kPrompt, 16, 40},
+                              {kPrompt, 1000, 1 << 20}, {7, 3, 5}, {16, 5, 2},  {16, 1000, 1 << 20}};
+        for (const Case& c : cases) {
+            CAPTURE(c.pass);
+            CAPTURE(c.tile);
+            CAPTURE(c.rows);
+            auto e = engine_with_pass(dir, c.pass, 3);
+            REQUIRE(e->max_step_tokens() == c.pass);
+            activations(*e).narrow_tiles(c.tile, c.rows);
+            const auto got = run(*e, prompt);
+            REQUIRE(got.size() == expect.size());
+            for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(same_bits(got[i], expect[i]), "step " << i);
+        }
+    }
+}
+
+TEST_CASE("a batch cut into tiles across its sequences, and every token's logits, keep their bits") {
+    const std::string dir = cached_model("tiny", kSeed);
+    auto solo = engine_with_pass(dir, 1);
+    const int V = solo->info().n_vocab;
+    const std::vector<std::vector<int32_t>> prompts = {test_prompt(11, V, 1), test_prompt(3, V, 2), test_prompt(9, V, 3)};
+    std::vector<std::vector<float>> expect;
+    for (const auto& p : prompts) expect.push_back(run(*solo, p)[0]);
+    std::vector<float> every_expect;
+    REQUIRE(solo->new_session(64)->prefill_all_logits(prompts[0], every_expect).ok());
+
+    auto e = engine_with_pass(dir, 32);
+    activations(*e).narrow_tiles(4, 5);  // tiles of 4 rows: sequence 0 ends inside the third
+    std::vector<std::unique_ptr<Session>> s;
+    std::vector<Engine::StepItem> items;
+    for (const auto& p : prompts) {
+        s.push_back(e->new_session(64));
+        REQUIRE(s.back()->begin_prompt(p, nullptr).ok());
+        items.push_back({s.back().get(), s.back()->next_prompt_chunk(32)});
+    }
+    REQUIRE(e->step(items).ok());
+    for (size_t i = 0; i < s.size(); ++i) {
+        s[i]->prompt_chunk_done();
+        CHECK_MESSAGE(same_bits(s[i]->logits(), expect[i]), "sequence " << i);
+    }
+    std::vector<float> every;
+    REQUIRE(e->new_session(64)->prefill_all_logits(prompts[0], every).ok());
+    CHECK(same_bits(every, every_expect));
+}
+
+TEST_CASE("a prompt resumed off the pass grid leaves a snapshot at each multiple of the pass") {
+    // Passes of 8 tokens; a first prompt of 5 tokens leaves the next one to resume at 5, off the
+    // grid: its passes end at 8, 16, 24, 32 (and at its end, 37), each leaving a snapshot, so a
+    // later prompt that shares 29 of its tokens resumes at 24, not at 5 (docs/performance.md,
+    // "Prefill passes").
+    const std::string dir = cached_model("tiny", kSeed);
+    auto e = engine_with_pass(dir, 8, 2, /*prompt_cache=*/true);
+    const int V = e->info().n_vocab;
+    const std::vector<int32_t> long_prompt = test_prompt(37, V, 5);
+    CancelFlag cancel{false};
+    int reused = -1;
+    REQUIRE(e->new_session(64)->sync(std::span(long_prompt).first(5), cancel, &reused).ok());
+    REQUIRE(e->new_session(64)->sync(long_prompt, cancel, &reused).ok());
+    CHECK(reused == 5);
+    std::vector<int> at;
+    for (const PromptCacheEntry& entry : e->prompt_cache_entries()) at.push_back(entry.tokens);
+    for (const int want : {8, 16, 24, 32, 37}) CHECK_MESSAGE(std::count(at.begin(), at.end(), want) == 1, "snapshot at " << want);
+    std::vector<int32_t> shares(long_prompt.begin(), long_prompt.begin() + 29);
+    const std::vector<int32_t> tail = test_prompt(6, V, 9);
+    shares.insert(shares.end(), tail.begin(), tail.end());
+    auto later = e->new_session(64);
+    REQUIRE(later->sync(shares, cancel, &reused).ok());
+    CHECK(reused == 24);
+    CHECK(same_bits(later->logits(), cold_logits_of(dir, shares)));
+}
