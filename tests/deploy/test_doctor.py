@@ -113,7 +113,7 @@ class Plan(unittest.TestCase):
         for gb in ('8', '32', '128', '256'):
             self.assertNotIn('no plan', sections[gb], sections[gb])
             per_token[gb] = float(re.search(r'expected ([\d.]+) s/token', sections[gb]).group(1))
-            self.assertRegex(sections[gb], r'prefill: a \d+-token chunk reads')
+            self.assertRegex(sections[gb], r'prefill: a \d+-token pass reads')
         # More memory: fewer bytes from the disk, fewer seconds a token.
         self.assertGreater(per_token['8'], per_token['32'])
         self.assertGreater(per_token['32'], per_token['128'])
