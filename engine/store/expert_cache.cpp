@@ -43,18 +43,24 @@ int ExpertCache::pick_victim() const {
     return best;
 }
 
+// A slot to fill: a free one, else the victim evicted from its key (-1 when every slot is in use).
+int ExpertCache::take_slot() {
+    if (!free_.empty()) {
+        const int s = free_.back();
+        free_.pop_back();
+        return s;
+    }
+    const int s = pick_victim();
+    if (s < 0) return -1;
+    key_slot_[slots_[s].key] = -1;
+    ++evictions_;
+    return s;
+}
+
 int ExpertCache::reserve(int64_t key) {
     K3_CHECK(key_slot_[key] < 0, "expert key %lld is already in slot %d", (long long)key, key_slot_[key]);
-    int s;
-    if (!free_.empty()) {
-        s = free_.back();
-        free_.pop_back();
-    } else {
-        s = pick_victim();
-        if (s < 0) return -1;
-        key_slot_[slots_[s].key] = -1;
-        ++evictions_;
-    }
+    const int s = take_slot();
+    if (s < 0) return -1;
     Slot& slot = slots_[s];
     slot.key = key;
     slot.state = SlotState::Reading;
@@ -94,16 +100,8 @@ void ExpertCache::drop_user(int s) {
 std::vector<int> ExpertCache::lend(int n) {
     std::vector<int> taken;
     while (int(taken.size()) < n) {
-        int s;
-        if (!free_.empty()) {
-            s = free_.back();
-            free_.pop_back();
-        } else {
-            s = pick_victim();
-            if (s < 0) break;
-            key_slot_[slots_[s].key] = -1;
-            ++evictions_;
-        }
+        const int s = take_slot();
+        if (s < 0) break;
         Slot& slot = slots_[s];
         slot.key = -1;
         slot.state = SlotState::Empty;  // out of pick_victim's reach while lent: it picks Ready slots

@@ -62,6 +62,7 @@ public:
 
 private:
     int pick_victim() const;
+    int take_slot();
 
     Policy policy_;
     std::vector<Slot> slots_;
