@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "k3/error.h"
+#include "k3/kernel_set_names.h"
 
 namespace k3::server {
 
@@ -179,11 +180,21 @@ std::string table_cell(const std::string& text) {
     return out;
 }
 
+// --kernels: "" (the best set) or a name of the kernel-set table.
+std::set<std::string> kernel_set_choices() {
+    std::set<std::string> choices{""};
+    for (const std::string& name : kernel_set_names()) choices.insert(name);
+    return choices;
+}
+
 }  // namespace
 
 const std::vector<DaemonSetting>& daemon_settings() {
     using D = DaemonConfig;
     using M = MemoryOptions;
+    // The kernel sets come from the engine's table (k3/kernel_set_names.h), never listed here.
+    static const std::string kernels_help =
+        "force a kernel set: " + kernel_set_list() + " (default: the best this CPU has)";
     static const std::vector<DaemonSetting> table = {
         string_setting("model", "DIR", "checkpoint directory (also the first argument, MODEL_DIR)", field(&D::model_dir)),
         string_setting("host", "ADDR", "bind address (default 127.0.0.1)", field(&D::host)),
@@ -327,8 +338,7 @@ const std::vector<DaemonSetting>& daemon_settings() {
                      "are locked as they are touched, where RLIMIT_MEMLOCK is unlimited or the process has "
                      "CAP_IPC_LOCK (else a warning; default true)",
                      field(&D::mlock), true),
-        string_setting("kernels", "NAME", "force a kernel set: scalar, avx2, avx512, neon (default: the best this CPU has)",
-                       field(&D::kernels), {"", "scalar", "avx2", "avx512", "neon"}),
+        string_setting("kernels", "NAME", kernels_help.c_str(), field(&D::kernels), kernel_set_choices()),
         bool_setting("vision",
                      "read the checkpoint's vision tower and accept images; --no-vision serves the text model without "
                      "reading it (images get a 400; default true)",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "k3/error.h"
+#include "k3/kernel_set_names.h"
 #include "daemon_args.h"
 #include "settings/daemon_config.h"
 #include "settings/daemon_settings.h"
@@ -90,5 +91,19 @@ TEST_CASE("--no-FLAG turns off a switch and is refused for anything else") {
             CHECK(e.kind() == ErrorKind::Usage);
             CHECK_MESSAGE(std::string(e.what()).find("unknown option") != std::string::npos, e.what());
         }
+    }
+}
+
+TEST_CASE("--kernels takes every name of the kernel-set table and nothing else") {
+    REQUIRE(kernel_set_names().size() >= 2);
+    for (const std::string& name : kernel_set_names())
+        CHECK(parse_daemon_args({"serve", "m", "--kernels", name}).kernels == name);
+    CHECK(parse_daemon_args({"serve", "m"}).kernels.empty());  // the best set this CPU has
+    try {
+        parse_daemon_args({"serve", "m", "--kernels", "sse9"});
+        FAIL("accepted --kernels sse9");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::Usage);
+        CHECK_MESSAGE(std::string(e.what()).find(kernel_set_names().back()) != std::string::npos, e.what());
     }
 }
