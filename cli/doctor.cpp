@@ -357,6 +357,8 @@ void print_json(const Report& r) {
                          {"prefill_chunk", p.prefill_chunk}, {"prefill_tokens_per_s", p.prefill_tokens_per_s},
                          {"prefill_chunk_read_s", p.chunk_read_seconds}, {"prefill_chunk_compute_s", p.chunk_compute_seconds},
                          {"prefill_bound", p.chunk_bound}, {"prompt_tokens", p.prompt.tokens},
+                         {"prefill_passes", p.prompt.chunks}, {"prefill_pass_tokens", p.prompt.pass_tokens},
+                         {"prefill_pass_read_bytes", p.prompt.pass_read_bytes},
                          {"time_to_first_token_s", p.prompt.seconds},
                          {"time_to_first_token_attention_s", p.prompt.attention_seconds}});
     j["plans"] = plans;
@@ -391,12 +393,16 @@ void print_text(const Report& r) {
     if (!r.plans.empty()) {
         char ttft[48];
         std::snprintf(ttft, sizeof ttft, "TTFT %lldk (attn)", (long long)(r.plans.front().prompt.tokens / 1000));
-        std::printf("  %-12s %12s %16s %14s %16s  %-13s %s\n", "plan", "memory", "disk/token", "s/token", "prefill tok/s",
-                    "prefill bound", ttft);
-        for (const auto& p : r.plans)
-            std::printf("  %-12s %12s %16s %14.3f %16.2f  %-13s %.0f s (%.0f s)\n", p.preset.c_str(), gb(p.need).c_str(),
-                        gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token, p.prefill_tokens_per_s,
-                        p.chunk_bound.c_str(), p.prompt.seconds, p.prompt.attention_seconds);
+        std::printf("  %-12s %12s %16s %14s %16s  %-13s %-18s %s\n", "plan", "memory", "disk/token", "s/token",
+                    "prefill tok/s", "prefill bound", ttft, "passes x tokens");
+        for (const auto& p : r.plans) {
+            char time[48];
+            std::snprintf(time, sizeof time, "%.0f s (%.0f s)", p.prompt.seconds, p.prompt.attention_seconds);
+            std::printf("  %-12s %12s %16s %14.3f %16.2f  %-13s %-18s %d x %d (%s a pass)\n", p.preset.c_str(),
+                        gb(p.need).c_str(), gb(p.disk_bytes_per_token).c_str(), p.seconds_per_token,
+                        p.prefill_tokens_per_s, p.chunk_bound.c_str(), time, p.prompt.chunks, p.prompt.pass_tokens,
+                        gb(p.prompt.pass_read_bytes).c_str());
+        }
         std::printf("  recommended: %s (the fastest plan that fits; figures are first-order estimates from the\n"
                     "  bandwidths above, not measurements of the model)\n",
                     r.plans.front().preset.c_str());

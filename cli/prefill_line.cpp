@@ -35,15 +35,21 @@ std::string duration(double s) {
 
 std::string PrefillLine::text(const PrefillFigures& f, bool final) {
     std::string line = final && f.done_tokens == f.total_tokens ? "prompt read: " : "reading the prompt: ";
-    char buf[64];
+    char buf[96];
     if (final && f.done_tokens == f.total_tokens) {
         line += grouped(f.total_tokens) + " tokens";
         if (f.cached_tokens > 0) line += " (" + grouped(f.cached_tokens) + " cached)";
         line += " in " + duration(f.elapsed_s);
+        if (f.chunks_done > 0) line += ", " + grouped(f.chunks_done) + (f.chunks_done == 1 ? " pass" : " passes");
     } else {
         const double percent = f.total_tokens > 0 ? 100.0 * f.done_tokens / f.total_tokens : 0.0;
         std::snprintf(buf, sizeof buf, " (%.0f%%)", std::floor(percent));
         line += grouped(f.done_tokens) + " of " + grouped(f.total_tokens) + " tokens" + buf;
+        if (f.pass) {
+            std::snprintf(buf, sizeof buf, ", pass %d (%s tokens): %d of %d layers", f.pass->number,
+                          grouped(f.pass->tokens).c_str(), f.pass->layers_done, f.pass->layers);
+            line += buf;
+        }
     }
     if (f.tokens_per_s) {
         std::snprintf(buf, sizeof buf, ", %.1f tokens/s", *f.tokens_per_s);

@@ -166,6 +166,7 @@ struct Outcome {
     Status status;
     EngineStats total;
     ForwardStageSeconds stages{};  // the forward pass's wall time by stage (k3/forward_stages.h)
+    EngineStats prompt_read;       // what the prompt's passes did (the counters' growth over step 0)
 
     double prefill_seconds() const { return steps.empty() ? 0.0 : steps[0].seconds; }
     double seconds_per_token() const {
@@ -196,6 +197,15 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
     std::printf("prompt: %zu tokens in %.4f s; decode: %.4f s/token over %zu steps; peak RSS %.3f GB; kernels %s\n",
                 o.prompt.size(), o.prefill_seconds(), o.seconds_per_token(), o.steps.size() > 1 ? o.steps.size() - 1 : 0,
                 double(peak_rss_bytes()) / 1e9, info.kernels.c_str());
+    // The prompt's passes (docs/performance.md, "Prefill passes"): each reads the weights once.
+    const EngineStats& p = o.prompt_read;
+    if (p.passes > 0)
+        std::printf("prompt passes: %llu of up to %d tokens, each reading %.3f GB (trunk %.3f, experts %.3f); %llu "
+                    "expert read waits, %.3f GB lent by the expert cache\n",
+                    (unsigned long long)p.passes, total.pass_tokens_max,
+                    double(p.trunk_bytes_read + p.expert_bytes_read) / 1e9 / double(p.passes),
+                    double(p.trunk_bytes_read) / 1e9 / double(p.passes), double(p.expert_bytes_read) / 1e9 / double(p.passes),
+                    (unsigned long long)p.expert_read_waits, double(p.pass_lent_bytes) / 1e9);
 
     // Where the time and the bytes went (whole run).
     const double retention = total.expert_requests ? double(total.expert_hits) / double(total.expert_requests) : 0;
@@ -235,6 +245,10 @@ void write_report(const std::string& path, const ModelInfo& info, const Outcome&
         r["steps"].push_back({{"token", s.token}, {"seconds", s.seconds}, {"trunk_bytes", s.trunk_bytes},
                               {"expert_bytes", s.expert_bytes}});
     r["prefill_seconds"] = o.prefill_seconds();
+    r["prefill_passes"] = o.prompt_read.passes;
+    r["prefill_trunk_bytes"] = o.prompt_read.trunk_bytes_read;
+    r["prefill_expert_bytes"] = o.prompt_read.expert_bytes_read;
+    r["prefill_expert_read_waits"] = o.prompt_read.expert_read_waits;
     r["seconds_per_token"] = o.seconds_per_token();
     r["peak_rss_bytes"] = peak_rss_bytes();
     // The engine's counters, named as /metrics names them (k3/stats.h).
@@ -377,6 +391,12 @@ int run(const Args& args) {
     } else {
         status = evaluate_prompt(*engine, *session, prompt, cancel);
     }
+    EngineStats prompt_read = bytes_now();
+    prompt_read.passes -= s0.passes;
+    prompt_read.trunk_bytes_read -= s0.trunk_bytes_read;
+    prompt_read.expert_bytes_read -= s0.expert_bytes_read;
+    prompt_read.expert_read_waits -= s0.expert_read_waits;
+    prompt_read.pass_lent_bytes -= s0.pass_lent_bytes;
     if (status.ok() && args.gen > 0) record(t0, s0);
     // decode steps
     for (int i = 1; status.ok() && i < args.gen; ++i) {
@@ -387,7 +407,7 @@ int run(const Args& args) {
     }
 
     Outcome o{std::move(prompt), std::move(generated), std::move(steps), {}, bool(tok), status, engine->stats(),
-              forward_stage_seconds(*engine)};
+              forward_stage_seconds(*engine), prompt_read};
     if (tok) {
         try {
             o.text = tok->decode(o.generated);

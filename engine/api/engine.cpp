@@ -95,6 +95,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     store_ = open_weight_store(ckpt_, store_memory, &plan);
     info_.memory_plan_bytes = plan.need_bytes;
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
+    if (const char* hold = std::getenv("K3_TEST_HOLD_PASS"); hold && *hold) model_->test_hold_pass = hold;
     if (ckpt_.config.vision.present) {
         say("loading the vision tower");
         vision_ = std::make_unique<VisionWeights>(load_vision_weights(ckpt_));
@@ -158,6 +159,11 @@ EngineStats EngineImpl::stats() const {
     e.lookahead_confirmed = model_->lookahead_confirmed;
     e.expert_wait_seconds = s.expert_wait_seconds;
     e.trunk_wait_seconds = s.trunk_wait_seconds;
+    e.passes = passes_;
+    e.pass_tokens_max = model_->act.max_tokens;
+    e.trunk_layer_reads = s.trunk_layer_reads;
+    e.expert_read_waits = s.expert_demand_reads;
+    e.pass_lent_bytes = s.pass_lent_bytes;
     const PromptCacheStats p = prompt_cache_->stats();
     e.prompt_cache_lookups = p.lookups;
     e.prompt_cache_hits = p.hits;
@@ -193,8 +199,9 @@ Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const Canc
     const auto t0 = std::chrono::steady_clock::now();
     Status s = forward_batch(*model_, items, cancel);
     forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s.ok())
-        for (const ForwardItem& it : items) tokens_evaluated_ += it.tokens.size();
+    if (!s.ok()) return s;
+    ++passes_;
+    for (const ForwardItem& it : items) tokens_evaluated_ += it.tokens.size();
     return s;
 }
 

@@ -53,6 +53,7 @@ private:
     VisionSettings vision_settings_;
     ModelInfo info_;
     uint64_t tokens_evaluated_ = 0;
+    uint64_t passes_ = 0;
     double forward_seconds_ = 0;
 };
 

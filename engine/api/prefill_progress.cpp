@@ -36,9 +36,11 @@ PrefillFigures PrefillProgress::at(uint64_t layer_counter, Clock::time_point now
     f.cached_tokens = cached_;
     f.chunks_done = chunks_done_;
     f.done_tokens = done_;
-    if (chunk_tokens_ > 0 && n_layers_ > 0 && layer_counter > chunk_layer_start_) {
-        const uint64_t layers = std::min<uint64_t>(layer_counter - chunk_layer_start_, uint64_t(n_layers_));
-        f.done_tokens += int(uint64_t(chunk_tokens_) * layers / uint64_t(n_layers_));
+    if (chunk_tokens_ > 0) {
+        const uint64_t layers =
+            layer_counter > chunk_layer_start_ ? std::min<uint64_t>(layer_counter - chunk_layer_start_, uint64_t(n_layers_)) : 0;
+        if (n_layers_ > 0) f.done_tokens += int(uint64_t(chunk_tokens_) * layers / uint64_t(n_layers_));
+        f.pass = PassFigures{chunks_done_ + 1, chunk_tokens_, int(layers), n_layers_};
     }
     f.elapsed_s = std::max(0.0, std::chrono::duration<double>((end_ ? *end_ : now) - start_).count());
     const int evaluated = f.done_tokens - cached_;

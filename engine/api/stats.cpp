@@ -63,6 +63,17 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
            e.expert_wait_seconds);
     figure("trunk_wait_seconds", "k3serve:trunk_wait_seconds_total", "counter", "Time the engine waited for trunk layers.",
            e.trunk_wait_seconds);
+    count("passes", "k3serve:forward_passes_total", "counter",
+          "Forward passes over the weights (a prompt's prefill passes and decode steps).", double(e.passes));
+    count("pass_tokens_max", "k3serve:prefill_pass_tokens", "gauge",
+          "The most tokens a prefill pass takes (the memory plan's).", double(e.pass_tokens_max));
+    count("trunk_layer_reads", "k3serve:trunk_layer_reads_total", "counter",
+          "Trunk layer runs read from disk (a streamed layer once a pass).", double(e.trunk_layer_reads));
+    count("expert_read_waits", "k3serve:expert_read_waits_total", "counter",
+          "Expert acquisitions that issued their own reads and waited for them (nothing read ahead had them).",
+          double(e.expert_read_waits));
+    count("pass_lent_bytes", "k3serve:pass_lent_bytes_total", "counter",
+          "Expert cache bytes lent to prefill passes (each pass's, summed).", double(e.pass_lent_bytes));
     count("prompt_cache_lookups", "k3serve:prompt_cache_lookups_total", "counter",
           "Prompts looked up in the prompt cache.", double(e.prompt_cache_lookups));
     count("prompt_cache_hits", "k3serve:prompt_cache_hits_total", "counter",

@@ -4,7 +4,10 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include "model/blocks.h"
 #include "model/layer_lease.h"
@@ -80,6 +83,13 @@ std::vector<Tile> cut_tiles(std::span<const SeqSpan> seqs, int T, int tile_token
         tiles.push_back(std::move(tile));
     }
     return tiles;
+}
+
+// Model::test_hold_pass: waits while the file exists, unless cancelled.
+void hold_for_test(const std::string& file, const CancelFlag* cancel) {
+    std::error_code ec;
+    while (std::filesystem::exists(file, ec) && !(cancel && cancel->load(std::memory_order_relaxed)))
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 // The MLP's input of a tile: x = rmsnorm(AttnRes(blocks, pref)) (h holds the mix).
@@ -170,6 +180,7 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
     const std::vector<Tile> tiles = cut_tiles(seqs, T, a.tile_tokens);
     int n_blocks = 0;
     for (int il = 0; il < c.num_hidden_layers; ++il) {
+        if (!m.test_hold_pass.empty() && T > 1 && il == c.num_hidden_layers / 2) hold_for_test(m.test_hold_pass, cancel);
         if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
         clock.next(ForwardStage::TrunkWait);
         const LayerLease layer(m, il);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/activations.h"
@@ -50,6 +51,10 @@ struct Model {
 
     // When set, forward() hands it every named intermediate (trace.h); tests attach one.
     Trace* trace = nullptr;
+    // Test hook (docs/development.md, "Tests wait on states"): while the file K3_TEST_HOLD_PASS
+    // names exists, a pass of more than one token waits before its middle layer (until then
+    // cancelled), so a test reads a pass's layer on /v1/status without racing it.
+    std::string test_hold_pass;
 
     // Layers evaluated since load, bumped after each one (any thread may read it): the daemon's
     // liveness check sees a long prefill make progress, and a stuck one not.

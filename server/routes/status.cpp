@@ -53,7 +53,12 @@ json status_json(const ServerState& state, uint64_t since) {
                    {"io_seconds", e.io_seconds},
                    {"compute_seconds", e.compute_seconds},
                    {"io_share", ratio(e.io_seconds, e.io_seconds + e.compute_seconds)},
-                   {"pinned_layers", e.pinned_layers}};
+                   {"pinned_layers", e.pinned_layers},
+                   {"passes", e.passes},
+                   {"pass_tokens_max", e.pass_tokens_max},
+                   {"trunk_layer_reads", e.trunk_layer_reads},
+                   {"expert_read_waits", e.expert_read_waits},
+                   {"pass_lent_bytes", e.pass_lent_bytes}};
 
     const WeightsLoad w = state.weights_load();
     j["weights"] = {{"loaded_bytes", w.loaded_bytes},

@@ -118,6 +118,11 @@ json LiveFigures::prefill_of(const Current& c, Clock::time_point now) const {
             {"total_tokens", f.total_tokens},
             {"cached_tokens", f.cached_tokens},
             {"chunks_done", f.chunks_done},
+            {"pass", f.pass ? json{{"number", f.pass->number},
+                                   {"tokens", f.pass->tokens},
+                                   {"layers_done", f.pass->layers_done},
+                                   {"layers", f.pass->layers}}
+                            : json(nullptr)},
             {"elapsed_s", f.elapsed_s},
             {"tokens_per_s", f.tokens_per_s ? json(*f.tokens_per_s) : json(nullptr)},
             {"eta_s", f.eta_s ? json(*f.eta_s) : json(nullptr)}};

@@ -23,6 +23,15 @@ TEST_CASE("prefill progress: chunks, layers inside a chunk, rate and time left, 
     // A chunk of 300 tokens starting at layer counter 40: 300 * l / 4 after l layers.
     p.chunk_started(300, 40);
     CHECK(p.at(40, t0 + 1s).done_tokens == 200);
+    // the pass under way: the prompt's first, its tokens, the layers it has been through (never
+    // past the model's: the counter also moves for the next step's layers)
+    REQUIRE(p.at(40, t0 + 1s).pass.has_value());
+    CHECK(p.at(40, t0 + 1s).pass->number == 1);
+    CHECK(p.at(40, t0 + 1s).pass->tokens == 300);
+    CHECK(p.at(40, t0 + 1s).pass->layers_done == 0);
+    CHECK(p.at(43, t0 + 1s).pass->layers_done == 3);
+    CHECK(p.at(90, t0 + 1s).pass->layers_done == 4);
+    CHECK(p.at(43, t0 + 1s).pass->layers == 4);
     CHECK(p.at(41, t0 + 1s).done_tokens == 275);
     CHECK(p.at(43, t0 + 1s).done_tokens == 425);
     // the counter also moves for the next step's layers: the chunk never counts past its end
@@ -38,12 +47,16 @@ TEST_CASE("prefill progress: chunks, layers inside a chunk, rate and time left, 
     f = p.at(44, t0 + 2s);
     CHECK(f.done_tokens == 500);
     CHECK(f.chunks_done == 1);
+    CHECK_FALSE(f.pass.has_value());  // between passes
 
     // a reported end below a count already shown does not take it back
     p.chunk_done(400, t0 + 2s);
     CHECK(p.at(44, t0 + 2s).done_tokens == 500);
     p.chunk_started(500, 44);
     CHECK(p.at(46, t0 + 3s).done_tokens == 750);
+    CHECK(p.at(46, t0 + 3s).pass->number == 3);  // (the two chunk_done calls above count two passes)
+    CHECK(p.at(46, t0 + 3s).pass->tokens == 500);
+    CHECK(p.at(46, t0 + 3s).pass->layers_done == 2);
     p.chunk_done(1000, t0 + 4s);
     f = p.at(99, t0 + 60s);
     CHECK(f.done_tokens == 1000);

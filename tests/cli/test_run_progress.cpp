@@ -96,10 +96,17 @@ TEST_CASE("k3serve run: the progress line's text") {
     f.tokens_per_s = 35.2;
     f.eta_s = 107.0;
     CHECK(k3::cli::PrefillLine::text(f, false) == "reading the prompt: 1,200 of 5,000 tokens (24%), 35.2 tokens/s, about 1 min 47 s left");
+    // inside a pass: which one, its tokens and the layers it has been through
+    f.pass = k3::PassFigures{2, 1800, 30, 61};
+    CHECK(k3::cli::PrefillLine::text(f, false) ==
+          "reading the prompt: 1,200 of 5,000 tokens (24%), pass 2 (1,800 tokens): 30 of 61 layers, 35.2 tokens/s, about 1 min 47 s left");
+    f.pass.reset();
     f.done_tokens = 5000;
     f.cached_tokens = 1000;
     f.elapsed_s = 113.6;
     f.tokens_per_s = 35.2;
     f.eta_s = 0.0;
     CHECK(k3::cli::PrefillLine::text(f, true) == "prompt read: 5,000 tokens (1,000 cached) in 1 min 54 s, 35.2 tokens/s");
+    f.chunks_done = 3;
+    CHECK(k3::cli::PrefillLine::text(f, true) == "prompt read: 5,000 tokens (1,000 cached) in 1 min 54 s, 3 passes, 35.2 tokens/s");
 }

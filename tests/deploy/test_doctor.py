@@ -74,6 +74,15 @@ class Doctor(unittest.TestCase):
         # With a ring of 3 GB the whole trunk streams: at least trunk - 5 GB per token.
         self.assertGreater(minimal['disk_bytes_per_token'], plans[12]['model']['trunk_bytes'] - 5e9)
         self.assertIn('--preset laptop', plans[12]['next'])
+        # Each plan's prompt (32,768 tokens by default) in passes of the plan's size: as many as
+        # it takes, each reading the weights once (docs/performance.md, "Prefill passes").
+        for gb, j in plans.items():
+            for p in j['plans']:
+                self.assertGreater(p['prefill_pass_tokens'], 0, p)
+                self.assertEqual(p['prefill_passes'], -(-32768 // p['prefill_pass_tokens']), (gb, p))
+                self.assertGreater(p['prefill_pass_read_bytes'], 0, (gb, p))
+        # at 256 GB the max preset's pass is larger than the 12 GB laptop's: fewer passes
+        self.assertLess(plans[256]['plans'][0]['prefill_passes'], plans[12]['plans'][0]['prefill_passes'])
         best = plans[256]['plans'][0]
         self.assertLess(best['seconds_per_token'], minimal['seconds_per_token'] / 2)
         self.assertLess(best['disk_bytes_per_token'], minimal['disk_bytes_per_token'])
@@ -87,6 +96,7 @@ class Doctor(unittest.TestCase):
         r = subprocess.run([BIN, 'doctor', self.model, '--seconds', '0.3'], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn('recommended: resident', r.stdout)
+        self.assertIn('passes x tokens', r.stdout)
         self.assertIn('next: k3serve verify', r.stdout)
         r = subprocess.run([BIN, 'doctor', '--bogus'], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)

@@ -14,7 +14,9 @@
 
 #include "common/daemon.h"
 #include "common/daemon_status.h"
+#include "common/hold_file.h"
 #include "common/loopback_socket.h"
+#include "common/metric_value.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
 #include "common/wait.h"
@@ -23,20 +25,6 @@ using namespace k3::test;
 using nlohmann::json;
 
 namespace {
-
-// While it lives, a daemon started meanwhile stops before each prompt chunk after a prompt's first.
-struct HoldPrefill {
-    std::filesystem::path file = process_scratch_root() / "hold-prefill";
-    HoldPrefill() {
-        std::ofstream(file).put('x');
-        setenv("K3_TEST_HOLD_PREFILL", file.c_str(), 1);
-    }
-    void release() { std::filesystem::remove(file); }
-    ~HoldPrefill() {
-        release();
-        unsetenv("K3_TEST_HOLD_PREFILL");
-    }
-};
 
 json get(httplib::Client& c, const char* path) { return get_json(c, path); }
 
@@ -50,7 +38,8 @@ json running_prefill(httplib::Client& c) {
 
 TEST_CASE("tiny model: prefill progress on /v1/status and /slots moves chunk by chunk and is complete by the first token") {
     const std::string model = cached_model("tiny");
-    HoldPrefill hold;
+    // (held before each prompt chunk after a prompt's first)
+    HoldFile hold("K3_TEST_HOLD_PREFILL", "hold-prefill");
     // --prefill-mb 0.25: chunks of a few dozen tokens on the tiny model, so a 900-token prompt takes many.
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--prefill-mb", "0.25"});
     auto status_client = d.client();
@@ -126,6 +115,104 @@ TEST_CASE("tiny model: prefill progress on /v1/status and /slots moves chunk by 
     CHECK(active["prefill"]["total_tokens"] == total);
     CHECK(active["prefill"]["eta_s"] == 0.0);
     CHECK(active["prefill"]["chunks_done"].get<int>() > 2);
+    d.signal(SIGTERM);
+    CHECK(d.wait_exit() == 0);
+}
+
+TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metrics counts the passes and their reads") {
+    // Streamed (a 1 MB trunk: 2 of 13 layers pinned, the rest through the ring; a 1 MB cache of
+    // 81 of the 96 experts) with a pass budget of its own for about a dozen tokens: a pass is
+    // sized from the slots the cache lends (docs/performance.md, "Prefill passes"). The daemon is
+    // held between the first two passes (K3_TEST_HOLD_PREFILL), then inside the second, before
+    // its middle layer (K3_TEST_HOLD_PASS, docs/development.md).
+    const std::string model = cached_model("tiny");
+    HoldFile between_passes("K3_TEST_HOLD_PREFILL", "hold-prefill");
+    HoldFile in_pass("K3_TEST_HOLD_PASS", "hold-pass");
+    in_pass.release();
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--trunk-gb", "0.001", "--cache-gb",
+                     "0.001", "--prefill-mb", "0.05"});
+    auto status_client = d.client();
+    // (the engine's counters reach /metrics once the idle worker has published them)
+    int pass_tokens = 0;
+    REQUIRE(eventually([&] { return (pass_tokens = int(metric_value(status_client, "k3serve:prefill_pass_tokens"))) > 0; }));
+    REQUIRE(pass_tokens > 1);
+    const json before = get(status_client, "/v1/status")["engine"];
+    const int total = 5 * pass_tokens / 2;  // two full passes and a half one
+    const int passes = 3;
+    CHECK(before["pass_tokens_max"] == pass_tokens);
+    const double passes0 = metric_value(status_client, "k3serve:forward_passes_total");
+    const double layer_reads0 = metric_value(status_client, "k3serve:trunk_layer_reads_total");
+    const double read_waits0 = metric_value(status_client, "k3serve:expert_read_waits_total");
+    const double lent0 = metric_value(status_client, "k3serve:pass_lent_bytes_total");
+    REQUIRE(passes0 >= 0);
+    REQUIRE(layer_reads0 >= 0);
+    REQUIRE(read_waits0 >= 0);
+    REQUIRE(lent0 >= 0);
+
+    json prompt = json::array();
+    for (int i = 0; i < total; ++i) prompt.push_back(1 + (i * 37) % 500);
+    const json request = {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}, {"stream", true}};
+    std::atomic<bool> answered{false};
+    std::thread client_thread([&] {
+        LoopbackSocket client(d.port());
+        client.send(json_post("/v1/completions", request.dump()));
+        client.read_until("data: [DONE]", 600000);
+        answered = true;
+    });
+
+    // Between the passes: one done, none under way.
+    json held = nullptr;
+    REQUIRE(eventually([&] {
+        held = running_prefill(status_client);
+        return held.is_object() && held["chunks_done"].get<int>() >= 1;
+    }));
+    CHECK(held["chunks_done"] == 1);
+    CHECK(held["done_tokens"] == pass_tokens);
+    CHECK(held["pass"].is_null());
+    // (the worker publishes its board every 0.2 s while held; none is published inside a pass)
+    REQUIRE(eventually([&] { return get(status_client, "/slots")["slots"][0]["state"] == "prefill"; }));
+
+    // Inside the second pass, before layer 13 / 2 = 6: it has been through layers 0..5.
+    in_pass.hold();
+    between_passes.release();
+    REQUIRE(eventually([&] {
+        held = running_prefill(status_client);
+        return held.is_object() && held["pass"].is_object() && held["pass"]["layers_done"] == 6;
+    }));
+    CHECK(held["pass"]["number"] == 2);
+    CHECK(held["pass"]["tokens"] == pass_tokens);
+    CHECK(held["pass"]["layers"] == 13);
+    CHECK(held["chunks_done"] == 1);
+    CHECK(held["done_tokens"] == pass_tokens + pass_tokens * 6 / 13);
+    const json slot = get(status_client, "/slots")["slots"][0];
+    CHECK(slot["state"] == "prefill");
+    CHECK(slot["prefill"]["pass"] == held["pass"]);
+    in_pass.release();
+
+    client_thread.join();
+    REQUIRE(answered.load());
+    // The request's end is published with the counters (a finished job forces the board).
+    const json last = get(status_client, "/v1/status")["last_request"];
+    CHECK(last["prefill"]["chunks_done"] == passes);
+    CHECK(last["prefill"]["pass"].is_null());
+    // One forward pass for each of the prompt's passes (the first token comes from the last
+    // pass's logits); each streamed layer read once a pass (a pinned one at its first touch, and
+    // the ring may have started the next walk's first layer); a layer's first batch of experts
+    // at most waits for its reads, the later ones were read ahead (12 MoE layers); and the cache
+    // lent its slots.
+    CHECK(metric_value(status_client, "k3serve:forward_passes_total") - passes0 == passes);
+    const double layer_reads = metric_value(status_client, "k3serve:trunk_layer_reads_total") - layer_reads0;
+    CHECK(layer_reads >= 11 * passes);
+    CHECK(layer_reads <= 11 * passes + 2 + 1);
+    const double read_waits = metric_value(status_client, "k3serve:expert_read_waits_total") - read_waits0;
+    CHECK(read_waits > 0);
+    CHECK(read_waits <= 12 * passes);
+    CHECK(metric_value(status_client, "k3serve:pass_lent_bytes_total") > lent0);
+    MESSAGE(passes << " passes of up to " << pass_tokens << " tokens: " << layer_reads << " trunk layer reads, "
+                   << read_waits << " expert read waits");
+    const json after = get(status_client, "/v1/status")["engine"];
+    CHECK(after["passes"].get<double>() - before["passes"].get<double>() == passes);
+    CHECK(after["expert_read_waits"].get<double>() - before["expert_read_waits"].get<double>() == read_waits);
     d.signal(SIGTERM);
     CHECK(d.wait_exit() == 0);
 }

@@ -55,6 +55,15 @@ struct EngineStats {
     uint64_t lookahead_confirmed = 0;    // of them, chosen by the layer
     double expert_wait_seconds = 0;      // parts of io_seconds: waiting for experts,
     double trunk_wait_seconds = 0;       // and for trunk layers
+    // Passes (docs/performance.md, "Prefill passes"): every step is one forward pass over the
+    // weights, a prompt's passes and decode steps alike.
+    uint64_t passes = 0;                 // forward passes completed
+    int pass_tokens_max = 0;             // the most tokens a pass takes (the memory plan's prefill pass)
+    uint64_t trunk_layer_reads = 0;      // trunk layer runs read from disk (a streamed layer once a pass)
+    uint64_t expert_read_waits = 0;      // expert acquisitions that issued their own reads and waited
+                                         // (nothing read ahead had them; the pipeline keeps it to a
+                                         // layer's first batch)
+    uint64_t pass_lent_bytes = 0;        // expert cache bytes lent to passes (each pass's, summed)
     // the shared prompt cache
     uint64_t prompt_cache_lookups = 0;
     uint64_t prompt_cache_hits = 0;         // prompts resumed from it

@@ -15,11 +15,21 @@
 
 namespace k3 {
 
+// The pass being evaluated: the prompt's pass `number` (1, 2, ...), its tokens, and the layers
+// of the model it has been through (docs/performance.md, "Prefill passes").
+struct PassFigures {
+    int number = 0;
+    int tokens = 0;
+    int layers_done = 0;
+    int layers = 0;
+};
+
 struct PrefillFigures {
     int done_tokens = 0;           // prompt tokens in the state (cached ones included)
     int total_tokens = 0;          // the prompt's length
     int cached_tokens = 0;         // resumed from a cached state, not evaluated
-    int chunks_done = 0;           // chunks evaluated so far
+    int chunks_done = 0;           // chunks (passes) evaluated so far
+    std::optional<PassFigures> pass;     // the pass under way (none between passes)
     double elapsed_s = 0;          // since the evaluation began
     std::optional<double> tokens_per_s;  // evaluated tokens per second so far (none before the first layer)
     std::optional<double> eta_s;         // the rest at that rate
