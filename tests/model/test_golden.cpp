@@ -7,10 +7,7 @@
 // On tiny and tiny-wide, with the selected kernel set and with scalar.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
-
+#include "model/golden_fixture.h"
 #include "model/golden_tolerance.h"
 #include "model/model_test_util.h"
 #include "model/trace_compare.h"
@@ -19,46 +16,6 @@ using namespace k3;
 using namespace k3::test;
 
 namespace {
-
-struct Golden {
-    int seed = 0;
-    int vocab = 0;
-    std::vector<int32_t> prompt, greedy, argmax;
-    std::vector<float> logits;  // [positions][vocab]
-};
-
-Golden load_golden(const std::string& preset) {
-    const std::string dir = env_or("K3_SOURCE_DIR", ".") + "/tests/fixtures/golden/";
-    std::ifstream in(dir + preset + ".json");
-    REQUIRE_MESSAGE(in, "missing golden " << dir << preset << ".json");
-    const nlohmann::json j = nlohmann::json::parse(in);
-    Golden g;
-    // the generator arguments the goldens were computed from
-    const std::vector<std::string> args = j.at("make_model_args");
-    REQUIRE(args.size() == 4);
-    REQUIRE(args[0] == "--preset");
-    REQUIRE(args[1] == preset);
-    REQUIRE(args[2] == "--seed");
-    g.seed = std::stoi(args[3]);
-    g.vocab = j.at("vocab_size");
-    g.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
-    g.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
-    g.argmax = j.at("argmax").get<std::vector<int32_t>>();
-    std::ifstream lf(dir + j.at("logits_file").get<std::string>(), std::ios::binary);
-    g.logits.resize(g.greedy.size() * size_t(g.vocab));
-    lf.read(reinterpret_cast<char*>(g.logits.data()), std::streamsize(g.logits.size() * sizeof(float)));
-    REQUIRE_MESSAGE(lf.gcount() == std::streamsize(g.logits.size() * sizeof(float)), "short golden logits file");
-    return g;
-}
-
-double rel_l2(const float* a, const float* b, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; ++i) {
-        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        den += double(b[i]) * b[i];
-    }
-    return std::sqrt(num / den);
-}
 
 void check_gates(const std::string& preset, const std::string& kernels) {
     const Golden g = load_golden(preset);

@@ -114,27 +114,33 @@ TEST_CASE("a batch cut into tiles across its sequences, and every token's logits
 }
 
 TEST_CASE("a prompt resumed off the pass grid leaves a snapshot at each multiple of the pass") {
-    // Passes of 8 tokens; a first prompt of 5 tokens leaves the next one to resume at 5, off the
-    // grid: its passes end at 8, 16, 24, 32 (and at its end, 37), each leaving a snapshot, so a
-    // later prompt that shares 29 of its tokens resumes at 24, not at 5 (docs/performance.md,
-    // "Prefill passes").
+    // Passes of T tokens (2, 3 and 8); a first prompt of 5 tokens leaves the next one to resume
+    // at 5, off the grid: its passes end at each multiple of T (and at its end, 37), each leaving
+    // a snapshot, so a later prompt that shares 29 of its tokens resumes at the last multiple at
+    // or below 29 (28, 27, 24), not at 5 (docs/performance.md, "Prefill passes").
     const std::string dir = cached_model("tiny", kSeed);
-    auto e = engine_with_pass(dir, 8, 2, /*prompt_cache=*/true);
-    const int V = e->info().n_vocab;
-    const std::vector<int32_t> long_prompt = test_prompt(37, V, 5);
-    CancelFlag cancel{false};
-    int reused = -1;
-    REQUIRE(e->new_session(64)->sync(std::span(long_prompt).first(5), cancel, &reused).ok());
-    REQUIRE(e->new_session(64)->sync(long_prompt, cancel, &reused).ok());
-    CHECK(reused == 5);
-    std::vector<int> at;
-    for (const PromptCacheEntry& entry : e->prompt_cache_entries()) at.push_back(entry.tokens);
-    for (const int want : {8, 16, 24, 32, 37}) CHECK_MESSAGE(std::count(at.begin(), at.end(), want) == 1, "snapshot at " << want);
-    std::vector<int32_t> shares(long_prompt.begin(), long_prompt.begin() + 29);
-    const std::vector<int32_t> tail = test_prompt(6, V, 9);
-    shares.insert(shares.end(), tail.begin(), tail.end());
-    auto later = e->new_session(64);
-    REQUIRE(later->sync(shares, cancel, &reused).ok());
-    CHECK(reused == 24);
-    CHECK(same_bits(later->logits(), cold_logits_of(dir, shares)));
+    for (const int T : {2, 3, 8}) {
+        CAPTURE(T);
+        auto e = engine_with_pass(dir, T, 2, /*prompt_cache=*/true);
+        REQUIRE(e->max_step_tokens() == T);
+        const int V = e->info().n_vocab;
+        const std::vector<int32_t> long_prompt = test_prompt(37, V, 5);
+        CancelFlag cancel{false};
+        int reused = -1;
+        REQUIRE(e->new_session(64)->sync(std::span(long_prompt).first(5), cancel, &reused).ok());
+        REQUIRE(e->new_session(64)->sync(long_prompt, cancel, &reused).ok());
+        CHECK(reused == 5);
+        std::vector<int> at;
+        for (const PromptCacheEntry& entry : e->prompt_cache_entries()) at.push_back(entry.tokens);
+        for (int want = T; want <= 37; want += T)
+            if (want > 5) CHECK_MESSAGE(std::count(at.begin(), at.end(), want) == 1, "snapshot at " << want);
+        CHECK(std::count(at.begin(), at.end(), 37) == 1);
+        std::vector<int32_t> shares(long_prompt.begin(), long_prompt.begin() + 29);
+        const std::vector<int32_t> tail = test_prompt(6, V, 9);
+        shares.insert(shares.end(), tail.begin(), tail.end());
+        auto later = e->new_session(64);
+        REQUIRE(later->sync(shares, cancel, &reused).ok());
+        CHECK(reused == 29 / T * T);
+        CHECK(same_bits(later->logits(), cold_logits_of(dir, shares)));
+    }
 }

@@ -23,7 +23,6 @@
 #include "common/model_cache.h"
 #include "common/process.h"
 #include "common/scratch.h"
-#include "api/engine_impl.h"
 #include "k3/engine.h"
 #include "k3/error.h"
 
@@ -48,9 +47,6 @@ using k3::test::bit_identical;
 using Outputs = k3::test::EngineOutputs;
 
 std::vector<int32_t> prompt_for(int vocab) { return k3::test::spread_prompt(vocab, 7); }
-
-// The weight store's own counters (bytes lent to passes, demand reads: not in EngineStats).
-WeightStoreStats store_stats(Engine& e) { return static_cast<EngineImpl&>(e).model().store.stats(); }
 
 Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memory, std::string* plan = nullptr,
                   int threads = 0) {
@@ -260,14 +256,14 @@ TEST_CASE("a pass reads each trunk layer and the experts of its union once, each
         auto s = engine->new_session(64);
         CancelFlag cancel{false};
         REQUIRE(s->sync(prompt, cancel).ok());
-        const WeightStoreStats st = store_stats(*engine);
+        const EngineStats st = engine->stats();
         CHECK(st.trunk_bytes_read >= uint64_t(trunk_runs));
         CHECK(st.trunk_bytes_read <= uint64_t((passes + 1) * trunk_runs));
         CHECK(st.expert_bytes_read <= uint64_t(passes * b.pool));
         CHECK(st.expert_prefetch_reads > 0);
-        CHECK(st.expert_demand_reads <= uint64_t(passes * moe_layers));
+        CHECK(st.expert_read_waits <= uint64_t(passes * moe_layers));
         MESSAGE(passes << " pass(es): trunk " << st.trunk_bytes_read << " of " << trunk_runs << " a pass, experts "
-                       << st.expert_bytes_read << ", demand reads " << st.expert_demand_reads << ", read ahead "
+                       << st.expert_bytes_read << ", demand reads " << st.expert_read_waits << ", read ahead "
                        << st.expert_prefetch_reads);
     }
 }
@@ -289,13 +285,13 @@ TEST_CASE("a prefill pass borrows the expert cache's spare slots and gives them 
     auto s = engine->new_session(64);
     CancelFlag cancel{false};
     REQUIRE(s->sync(prompt, cancel).ok());
-    const WeightStoreStats lent = store_stats(*engine);
+    const EngineStats lent = engine->stats();
     CHECK(lent.pass_lent_bytes > 0);
     const std::vector<float> after_prompt(s->logits().begin(), s->logits().end());
     // decode steps lend nothing, and the cache serves them again (the slots are back)
     for (int i = 0; i < 4; ++i) REQUIRE(s->append(argmax(s->logits()), cancel).ok());
-    CHECK(store_stats(*engine).pass_lent_bytes == lent.pass_lent_bytes);
-    CHECK(store_stats(*engine).expert_hits > lent.expert_hits);
+    CHECK(engine->stats().pass_lent_bytes == lent.pass_lent_bytes);
+    CHECK(engine->stats().expert_hits > lent.expert_hits);
 
     EngineOptions r;
     r.model_dir = model.string();
