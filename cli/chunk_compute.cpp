@@ -80,7 +80,11 @@ ChunkCompute chunk_compute(const ModelConfig& c, const ModelRates& r, int64_t T,
     };
     // causal (query, key) pairs of the chunk: positions p0 .. p0 + T - 1 see p0 + 1 .. p0 + T keys
     const double pairs = t * double(p0) + t * (t + 1) / 2;
-    const double attention_rate = r.attention_gflops * 1e9 * speedup;  // tiles over the threads
+    // (at the chunk's mean keys: rows past the caches come at the memory's rate)
+    const double keys = double(p0) + (t + 1) / 2;
+    const double attention_rate = (r.attention_gflops_by_keys.empty() ? r.attention_gflops
+                                                                      : rate_at(r.attention_gflops_by_keys, int64_t(keys))) *
+                                  1e9 * speedup;  // tiles over the threads
     // the routed experts a chunk's tokens choose, in batches of the store's size
     const double union_experts = NE > 0 ? double(NE) * (1 - std::pow(1 - double(K) / double(NE), t)) : 0;
     const int batches = int(std::ceil(union_experts / std::max(1, experts_per_batch)));

@@ -22,6 +22,9 @@ struct ModelRates {
     std::vector<std::pair<int64_t, double>> expert_gflops;  // MXFP4 expert products by tokens per expert
     TokenWork work;
     double attention_gflops = 0;  // blocked attention over cached rows (measure_attention_gflops, one thread)
+    // the same by the cached keys a query sees (kAttentionKeys); when measured, a chunk's
+    // attention takes the figure nearest its queries' mean keys
+    std::vector<std::pair<int64_t, double>> attention_gflops_by_keys;
     double mem_gbps = 0;          // for the lm_head's one row
     bool measured() const { return !bf16_gflops.empty(); }
 };

@@ -150,14 +150,18 @@ double measure_gflops(int threads, double seconds) {
 }
 
 
-double measure_attention_gflops(int threads, int dk, int dv, double seconds) {
-    // Tiles of 16 queries (mla.cpp's largest) over 1024 cached rows in 64-key blocks, the
-    // queries spread over the threads as in a prefill chunk.
-    const int64_t n_keys = 1024, tiles = 4 * std::max(1, threads), tile = 16;
+double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys) {
+    // Tiles of 16 queries (mla.cpp's largest) over the cached rows in 64-key blocks, the
+    // queries spread over the threads as in a prefill chunk (four tiles a thread over 1024 keys,
+    // one over more: a pass over 32k K3 rows is already 1.1 GFLOP a tile).
+    const int64_t tiles = (n_keys <= 1024 ? 4 : 1) * std::max(1, threads), tile = 16;
     std::mt19937 rng(1);
     std::normal_distribution<float> dist(0.0f, 0.5f);
     std::vector<float> rows(size_t(n_keys * dk)), Q(size_t(tiles * tile * dk));
-    for (float& v : rows) v = dist(rng);
+    // (random rows for the first 1024 keys, repeated: every row is read from memory all the same)
+    const size_t drawn = size_t(std::min<int64_t>(n_keys, 1024) * dk);
+    for (size_t i = 0; i < drawn; ++i) rows[i] = dist(rng);
+    for (size_t i = drawn; i < rows.size(); ++i) rows[i] = rows[i % drawn];
     for (float& v : Q) v = dist(rng);
     std::vector<float> acc(size_t(tiles * tile * dv));
     Compute cp(select_kernels(), std::max(1, threads));
@@ -191,9 +195,13 @@ ModelRates model_rates_once(const ModelConfig& c, int threads, double seconds) {
     const int64_t T = 64;
     cp.reserve(T);
     r.work = measure_token_work(c, threads, 0.4 * seconds);
-    if (c.kv_lora_rank > 0)
-        r.attention_gflops =
-            measure_attention_gflops(1, c.kv_lora_rank + c.qk_rope_head_dim, c.kv_lora_rank, 0.1 * seconds);
+    if (c.kv_lora_rank > 0) {
+        for (const int64_t keys : kAttentionKeys)
+            r.attention_gflops_by_keys.push_back(
+                {keys, measure_attention_gflops(1, c.kv_lora_rank + c.qk_rope_head_dim, c.kv_lora_rank,
+                                                0.1 * seconds / double(std::size(kAttentionKeys)), keys)});
+        r.attention_gflops = r.attention_gflops_by_keys.front().second;
+    }
     const auto widths = bf16_product_widths(c);
     for (const auto& [cols, most_rows] : widths) {
         const int64_t rows = std::clamp<int64_t>(most_rows, 16, std::max<int64_t>(16, (int64_t(16) << 20) / cols)) / 16 * 16;
@@ -250,6 +258,8 @@ ModelRates measure_model_rates(const ModelConfig& c, int threads, double seconds
     for (size_t i = 0; i < r.expert_gflops.size(); ++i)
         r.expert_gflops[i].second = of([&](ModelRates& l) { return l.expert_gflops[i].second; });
     r.attention_gflops = of([](ModelRates& l) { return l.attention_gflops; });
+    for (size_t i = 0; i < r.attention_gflops_by_keys.size(); ++i)
+        r.attention_gflops_by_keys[i].second = of([&](ModelRates& l) { return l.attention_gflops_by_keys[i].second; });
     for (double TokenWork::*f : {&TokenWork::mix_source_seconds, &TokenWork::norm_seconds, &TokenWork::kda_head_seconds,
                                  &TokenWork::route_seconds, &TokenWork::mla_head_seconds, &TokenWork::combine_seconds,
                                  &TokenWork::situ_seconds, &TokenWork::add_seconds, &TokenWork::join_seconds,

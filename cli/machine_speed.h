@@ -35,9 +35,13 @@ double measure_memory_gbps(double seconds);
 double measure_gflops(int threads, double seconds);
 
 // Blocked attention (kernels.h, attend_block) at a model's widths: dk-wide cached rows (the MLA
-// latent and rope), values their first dv <= dk columns (the latent), tiles of 16 queries:
-// GFLOP/s, counting attention_flops_per_pair per query and key.
-double measure_attention_gflops(int threads, int dk, int dv, double seconds);
+// latent and rope), values their first dv <= dk columns (the latent), tiles of 16 queries over
+// `n_keys` cached rows: GFLOP/s, counting attention_flops_per_pair per query and key. Past a few
+// thousand keys the rows leave the caches (K3: 2.3 kB a row, 75 MB at 32k) and the rate is the
+// memory's as much as the kernel's (docs/performance.md, "Attention at long context").
+double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys = 1024);
+// The keys measure_model_rates measures the attention at (ModelRates::attention_gflops_by_keys).
+inline constexpr int64_t kAttentionKeys[] = {1024, 8192, 32768};
 
 // The compute a prefill chunk costs at one model's own widths (docs/performance.md, "Time to
 // first token"; chunk_compute.h uses them): the GFLOP/s of the engine's bf16 matmul at each column

@@ -45,7 +45,9 @@ const char* const kUsage =
     "  --expert-gbps D       random expert-sized reads at depth 16 (default: measured, else D)\n"
     "  --mem-gbps M          memory read bandwidth (default: measured, all cores)\n"
     "  --gflops G            bf16 matmul throughput for prefill (default: measured, all cores)\n"
-    "  --attention-gflops G  blocked attention throughput at the model's widths (default: measured)\n"
+    "  --attention-gflops G  blocked attention throughput at the model's widths, at every context\n"
+    "                        (default: measured over 1k, 8k and 32k cached keys; a pass takes the\n"
+    "                        figure nearest its mean keys)\n"
     "  --prompt-tokens N[,N...]  also the time to first token of prompts of N tokens (from an\n"
     "                        empty cache), with the attention's share\n"
     "  --seconds S           time for each read-speed measurement, and half the time for the compute\n"
@@ -199,8 +201,10 @@ int plan_main(int argc, char** argv) {
         const auto& cfg = m.config;
         const std::string attention_src = b.attention_gflops > 0 ? "given" : "measured";
         if (b.attention_gflops <= 0 && !a.prompt_tokens.empty() && !b.model.measured())
-            b.attention_gflops = measure_attention_gflops(physical_cores(), cfg.kv_lora_rank + cfg.qk_rope_head_dim,
-                                                          cfg.kv_lora_rank, 0.3);
+            for (const int64_t keys : kAttentionKeys)
+                b.attention_gflops_by_keys.push_back(
+                    {keys, measure_attention_gflops(physical_cores(), cfg.kv_lora_rank + cfg.qk_rope_head_dim,
+                                                    cfg.kv_lora_rank, 0.1, keys)});
 
         const auto& c = m.config;
         std::printf("model %s: %s\n", m.name.c_str(), describe(c).c_str());
@@ -213,10 +217,16 @@ int plan_main(int argc, char** argv) {
                     b.disk_gbps, b.expert_gbps, disk_src.c_str(), b.mem_gbps, mem_src.c_str(), b.gflops, flops_src.c_str());
         if (b.model.measured()) print_model_rates(b.model, f.default_chunk_tokens, cfg);
         if (b.compress_ratio < 1) std::printf("  streamed trunk compressed to %.3f of its bytes\n", b.compress_ratio);
-        if (!a.prompt_tokens.empty())
-            std::printf("  attention %.0f GFLOP/s at %d-wide rows (%s)\n", rates_of(b).attention_gflops,
-                        cfg.kv_lora_rank + cfg.qk_rope_head_dim,
+        if (!a.prompt_tokens.empty()) {
+            const ModelRates rates = rates_of(b);
+            std::printf("  attention at %d-wide rows (%s): ", cfg.kv_lora_rank + cfg.qk_rope_head_dim,
                         b.attention_gflops > 0 || !b.model.measured() ? attention_src.c_str() : "measured, one thread");
+            if (rates.attention_gflops_by_keys.empty()) std::printf("%.0f GFLOP/s\n", rates.attention_gflops);
+            for (size_t i = 0; i < rates.attention_gflops_by_keys.size(); ++i)
+                std::printf("%s%.0f GFLOP/s over %lldk keys", i ? ", " : "", rates.attention_gflops_by_keys[i].second,
+                            (long long)(rates.attention_gflops_by_keys[i].first / 1024));
+            if (!rates.attention_gflops_by_keys.empty()) std::printf(" (a pass takes the figure nearest its mean keys)\n");
+        }
 
         std::vector<std::pair<std::string, int64_t>> budgets;  // label, MemAvailable to plan with
         MemoryOptions o = a.memory;

@@ -70,9 +70,14 @@ ModelRates rates_of(const Bandwidths& b) {
         r.bf16_gflops = {{1, b.gflops}};
         r.expert_gflops = {{1, b.gflops}};
         r.attention_gflops = b.attention_gflops > 0 ? b.attention_gflops : b.gflops;
+        if (b.attention_gflops <= 0 && !b.attention_gflops_by_keys.empty()) {
+            r.attention_gflops_by_keys = b.attention_gflops_by_keys;
+            r.attention_gflops = b.attention_gflops_by_keys.front().second;
+        }
     } else if (b.attention_gflops > 0) {
-        // given for the whole machine; the model's rates are one thread's
+        // given for the whole machine, at every context; the model's rates are one thread's
         r.attention_gflops = b.attention_gflops / std::max(1.0, r.work.parallel_speedup);
+        r.attention_gflops_by_keys.clear();
     }
     r.mem_gbps = b.mem_gbps;
     return r;

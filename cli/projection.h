@@ -43,6 +43,9 @@ struct Bandwidths {
     double mem_gbps = 10;        // memory read bandwidth, all cores
     double gflops = 0;           // bf16 matmul throughput for prefill (0: not measured, memory-bound)
     double attention_gflops = 0; // blocked attention at the model's widths (0: not measured, as gflops)
+    // measured by cached keys with every core (kAttentionKeys), where the model's widths were not
+    // measured and no attention figure was given
+    std::vector<std::pair<int64_t, double>> attention_gflops_by_keys;
     double compress_ratio = 1;   // streamed trunk bytes x this (a `pack-trunk --compress` pack)
     // At the model's own widths, product by product and stage by stage (machine_speed.h,
     // measure_model_rates); not measured: every product at `gflops` and nothing else charged.

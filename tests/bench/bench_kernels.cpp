@@ -1,6 +1,7 @@
 // Kernel speed against this machine's memory read bandwidth, both measured in the same run.
 //
-//   build/tests/bench/bench_kernels [--quick] [--prefill]   (--prefill: the prefill shapes only)
+//   build/tests/bench/bench_kernels [--quick] [--prefill] [--attention]
+//   (--prefill: the prefill shapes only; --attention: the prefill attention only)
 //
 // First a streaming fp32 sum over a 1 GiB buffer (1 and 2 threads) gives the read bandwidth.
 // Then every kernel set this CPU runs is timed on K3-like and k3-mini-like shapes, with the
@@ -12,7 +13,9 @@
 // Then prefill shapes: matmul over 16-256 tokens (bf16 and MXFP4, K3 and k3-mini shapes) in
 // GFLOP/s (2 x rows x cols x tokens per call), each against the fp32 FMA peak this run measures
 // with the same threads (independent register fma chains of the widest ISA the CPU has):
-// ratio 1.0 = the kernel does nothing but multiply-adds at full width.
+// ratio 1.0 = the kernel does nothing but multiply-adds at full width. Then the prefill's MLA
+// attention (attend_block as mla.cpp calls it) at K3's widths over 1k, 8k and 32k cached rows,
+// against the same peak (docs/performance.md, "Attention at long context").
 //
 // Each figure is given twice: by wall clock, and by the CPU time of the busiest of our threads
 // (threads wait on a condition variable, so waiting costs no CPU time). On a dedicated machine
@@ -330,11 +333,17 @@ Peak measure_fma_peak(int threads) {
 // Prefill: one matmul over T tokens of a chunk, 2 threads splitting the rows, weights from a
 // pool bigger than the caches (a chunk streams each weight once per layer). GFLOP/s against
 // the 2-thread FMA peak, by CPU time (the figure a busy machine disturbs least) and wall clock.
-void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double min_seconds) {
+// The 1- and 2-thread FMA peaks, printed; the 2-thread one returned.
+Peak print_fma_peaks() {
     const Peak peak = measure_fma_peak(2), peak1 = measure_fma_peak(1);
-    std::printf("\nprefill matmuls, 2 threads, against the fp32 FMA peak (%s, independent fma chains):\n", peak.isa);
+    std::printf("\nthe fp32 FMA peak (%s, independent fma chains):\n", peak.isa);
     std::printf("  peak 1 thread  wall %7.1f GFLOP/s  cpu %7.1f GFLOP/s\n", peak1.wall, peak1.cpu);
     std::printf("  peak 2 threads wall %7.1f GFLOP/s  cpu %7.1f GFLOP/s\n", peak.wall, peak.cpu);
+    return peak;
+}
+
+void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double min_seconds, const Peak& peak) {
+    std::printf("\nprefill matmuls, 2 threads, against the 2-thread peak:\n");
     if (peak.cpu <= 0) return;
     std::mt19937 rng(4);
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -388,18 +397,64 @@ void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double
     }
 }
 
+// Prefill attention: MLA's blocked attention at K3's widths (the cached latent and rope, 576
+// wide, the values its first 512), tiles of 16 queries (mla.cpp's) over n cached rows in blocks
+// of kAttendBlock keys, each of 2 threads its own tile. GFLOP/s (2 x (576 + 512) a query and a
+// key) against the 2-thread FMA peak; past the caches (K3: 2.3 kB a row, 19 MB at 8k, 75 MB at
+// 32k) every tile streams the rows from memory.
+void prefill_attention(const std::vector<const Kernels*>& sets, double min_seconds, const Peak& peak) {
+    std::printf("\nprefill attention (MLA, K3 widths 576/512, tiles of 16 queries), 2 threads, against the 2-thread peak:\n");
+    if (peak.cpu <= 0) return;
+    const int dk = 576, dv = 512, tile = 16, threads = 2;
+    const int64_t max_keys = 32768;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    std::vector<float> rows(size_t(max_keys * dk)), Q(size_t(threads * tile * dk)), out(size_t(threads * tile * dv));
+    for (size_t i = 0; i < size_t(1024 * dk); ++i) rows[i] = dist(rng);
+    for (size_t i = size_t(1024 * dk); i < rows.size(); ++i) rows[i] = rows[i % size_t(1024 * dk)];
+    for (float& v : Q) v = dist(rng);
+    for (const Kernels* k : sets) {
+        if (std::string(k->name) == "scalar") continue;  // far from the peak by design
+        for (const int64_t n_keys : {int64_t(1024), int64_t(8192), max_keys}) {
+            const Timing t = time_per_call(
+                [&](int64_t) {
+                    return split_rows(threads, threads, [&](int64_t t0, int64_t nt) {
+                        for (int64_t q = t0; q < t0 + nt; ++q) {
+                            float m[tile], l[tile], scratch[tile * kAttendBlock];
+                            int32_t n_valid[tile];
+                            for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
+                            float* o = &out[size_t(q * tile * dv)];
+                            std::fill(o, o + tile * dv, 0.0f);
+                            for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
+                                k->attend_block(&Q[size_t(q * tile * dk)], dk, tile, n_valid, &rows[size_t(b0 * dk)], dk,
+                                                &rows[size_t(b0 * dk)], dk, dk, dv, 0.05f, m, l, o, dv, scratch);
+                        }
+                    });
+                },
+                min_seconds);
+            const double flops = 2.0 * (dk + dv) * double(threads * tile) * double(n_keys);
+            std::printf("%-13s %-18s %-7s %5lldk | wall %7.1f GFLOP/s %4.0f%% | cpu %7.1f GFLOP/s %4.0f%% of peak\n",
+                        "attend_block", "576/512, 16 q", k->name, (long long)(n_keys / 1024), flops / t.wall / 1e9,
+                        100 * flops / t.wall / 1e9 / peak.wall, flops / t.cpu / 1e9, 100 * flops / t.cpu / 1e9 / peak.cpu);
+            std::fflush(stdout);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false, prefill_only = false;
+    bool quick = false, prefill_only = false, attention_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--quick") {
             quick = true;
         } else if (a == "--prefill") {
             prefill_only = true;
+        } else if (a == "--attention") {
+            attention_only = true;
         } else {
-            std::printf("usage: bench_kernels [--quick] [--prefill]\n");
+            std::printf("usage: bench_kernels [--quick] [--prefill] [--attention]\n");
             return a == "--help" ? 0 : 2;
         }
     }
@@ -410,8 +465,10 @@ int main(int argc, char** argv) {
     std::vector<const Kernels*> sets;  // every set of the table this machine runs, scalar first
     for (const KernelSet& set : kernel_sets())
         if (const Kernels* k = set.usable()) sets.push_back(k);
-    if (prefill_only) {
-        prefill_matmuls(sets, quick, min_seconds);
+    if (prefill_only || attention_only) {
+        const Peak peak = print_fma_peaks();
+        if (!attention_only) prefill_matmuls(sets, quick, min_seconds, peak);
+        prefill_attention(sets, min_seconds, peak);
         return 0;
     }
 
@@ -552,6 +609,8 @@ int main(int argc, char** argv) {
                         k->name, t.cpu * 1e6, scalar_t / t.cpu);
         }
     }
-    prefill_matmuls(sets, quick, min_seconds);
+    const Peak peak = print_fma_peaks();
+    prefill_matmuls(sets, quick, min_seconds, peak);
+    prefill_attention(sets, min_seconds, peak);
     return 0;
 }

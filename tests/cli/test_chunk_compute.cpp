@@ -82,3 +82,23 @@ TEST_CASE("chunk compute: each product at its own width's rate; a later chunk ad
     CHECK(stage(later, ForwardStage::MlaAttention) - later.attention_seconds ==
           doctest::Approx(stage(first, ForwardStage::MlaAttention) - first.attention_seconds));
 }
+
+TEST_CASE("chunk compute: a pass's attention runs at the rate measured nearest its queries' mean keys") {
+    // Rates measured over 1k, 8k and 32k cached rows (machine_speed.h kAttentionKeys): past the
+    // caches the rows come at the memory's rate, so a pass deep into a long prompt is charged
+    // the 32k figure, not the 1k one (docs/performance.md, "Attention at long context").
+    const ModelConfig c = demo();
+    ModelRates flat, by_keys;
+    flat.attention_gflops = 100;
+    by_keys.attention_gflops = 100;
+    by_keys.attention_gflops_by_keys = {{1024, 100}, {8192, 50}, {32768, 10}};
+    const int64_t T = 64;
+    // the causal pairs of a pass of T at p0, per MLA head and layer (chunk_compute's count)
+    const auto seconds_at = [&](const ModelRates& r, int64_t p0) { return chunk_compute(c, r, T, p0, c.num_experts).attention_seconds; };
+    // a first pass: mean keys 32, nearest 1k, the same as the flat rate
+    CHECK(seconds_at(by_keys, 0) == doctest::Approx(seconds_at(flat, 0)));
+    // mean keys about 6,000: nearest 8k, twice the time
+    CHECK(seconds_at(by_keys, 6000) == doctest::Approx(2 * seconds_at(flat, 6000)));
+    // mean keys about 30,000: the 32k figure, ten times
+    CHECK(seconds_at(by_keys, 30000) == doctest::Approx(10 * seconds_at(flat, 30000)));
+}
