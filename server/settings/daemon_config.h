@@ -42,6 +42,7 @@ struct DaemonConfig {
     double deadline_s = 600;          // per-request deadline (queue + prefill + decode); 0 = none
     double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
     double sse_ping_s = 5;            // keep-alive interval of a quiet stream (docs/agents.md)
+    int interleave_tokens = 64;        // a prompt's pass beside other streams' decode steps: at most this many tokens
     double abandoned_prefill_s = 1800; // a prompt whose client left reads on into the prompt cache this long; 0 = stops
     double slow_client_s = 10;        // a client that does not read this long is cancelled
     int client_buffer_kb = 1024;      // a stream's output its client has not taken; past it, cancelled

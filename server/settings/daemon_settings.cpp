@@ -235,6 +235,10 @@ const std::vector<DaemonSetting>& daemon_settings() {
         double_setting("sse_ping_s", "S",
                        "a quiet stream gets a keep-alive event its SDK passes on this often (default 5)",
                        field(&D::sse_ping_s), 0.05, 3600),
+        int_setting("interleave_tokens", "N",
+                    "while other requests decode, a prompt's pass in the same step takes at most N tokens, so their "
+                    "next token waits for at most N prompt tokens' pass (default 64)",
+                    field(&D::interleave_tokens), 1, 1 << 20),
         double_setting("abandoned_prefill_s", "S",
                        "a prompt whose client left is read on into the prompt cache for at most S seconds, and a request "
                        "for the same prompt takes it over; 0 = it stops at once (default 1800)",

@@ -22,9 +22,6 @@ namespace k3::server {
 namespace {
 
 constexpr auto kPopTimeout = std::chrono::milliseconds(500);
-// A prompt chunk evaluated in the same step as other jobs' decode tokens is at most this long,
-// so a long prompt does not stall the streams already running for a whole chunk.
-constexpr size_t kInterleavedPrefillTokens = 64;
 constexpr auto kBoardInterval = std::chrono::milliseconds(200);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -295,8 +292,9 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     return true;
 }
 
-// One engine step: every decoding job's next token, plus one prompt chunk of the job that has
-// waited longest. Returns false when there was nothing to evaluate.
+// One engine step: every decoding job's next token, plus one prompt chunk: of a prompt this step
+// finishes if one waits, else of the job that has waited longest (docs/performance.md, "Other
+// streams during a prefill"). Returns false when there was nothing to evaluate.
 bool EngineWorker::step() {
     std::vector<Engine::StepItem> items;
     std::vector<Slot*> members;
@@ -326,15 +324,21 @@ bool EngineWorker::step() {
         budget -= slot->step_tokens.size();
     }
     const size_t n_decode = items.size();
-    // The prompt that has waited longest; an abandoned one only when no client waits on another.
+    // While others decode, the prompt's pass is short, so their next token does not wait for a
+    // whole pass (--interleave-tokens).
+    const size_t max = n_decode > 0 ? std::min(budget, options_.interleave_tokens) : budget;
+    // A prompt this step finishes goes first (a short request that arrived during a long
+    // prompt's pass is answered after that pass, not after the whole long prompt), then the one
+    // that has waited longest; an abandoned one only when no client waits on another.
     Slot* prefill = nullptr;
-    auto before = [](const Slot& a, const Slot& b) {
-        return a.abandoned_at.has_value() != b.abandoned_at.has_value() ? !a.abandoned_at : a.order < b.order;
+    auto before = [max](const Slot& a, const Slot& b) {
+        if (a.abandoned_at.has_value() != b.abandoned_at.has_value()) return !a.abandoned_at;
+        const bool a_fits = a.session->prompt_pending() <= max, b_fits = b.session->prompt_pending() <= max;
+        return a_fits != b_fits ? a_fits : a.order < b.order;
     };
     for (auto& slot : slots_)
         if (slot->job && !slot->decoding && (!prefill || before(*slot, *prefill))) prefill = slot.get();
     if (prefill && budget > 0) {
-        const size_t max = n_decode > 0 ? std::min(budget, kInterleavedPrefillTokens) : budget;
         // (the prompt's own flag: a client that leaves does not stop a chunk that may finish
         // into the prompt cache)
         items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->stop_prefill});

@@ -43,6 +43,9 @@ struct WorkerOptions {
     // A prompt whose client left goes on into the prompt cache for at most this long after it
     // left, and a request for the same prompt joins it (docs/agents.md); 0: it stops at once.
     double abandoned_prefill_s = 0;
+    // While other jobs decode, a prompt's pass in the same step takes at most this many tokens
+    // (docs/performance.md, "Other streams during a prefill").
+    size_t interleave_tokens = 64;
 };
 
 class EngineWorker {
