@@ -150,31 +150,42 @@ double measure_gflops(int threads, double seconds) {
 }
 
 
-double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys) {
-    // Tiles of 16 queries (mla.cpp's largest) over the cached rows in 64-key blocks, the
-    // queries spread over the threads as in a prefill chunk (four tiles a thread over 1024 keys,
-    // one over more: a pass over 32k K3 rows is already 1.1 GFLOP a tile).
-    const int64_t tiles = (n_keys <= 1024 ? 4 : 1) * std::max(1, threads), tile = 16;
+std::vector<float> attention_rows(int64_t n_keys, int dk) {
     std::mt19937 rng(1);
     std::normal_distribution<float> dist(0.0f, 0.5f);
-    std::vector<float> rows(size_t(n_keys * dk)), Q(size_t(tiles * tile * dk));
-    // (random rows for the first 1024 keys, repeated: every row is read from memory all the same)
+    std::vector<float> rows(size_t(n_keys * dk));
     const size_t drawn = size_t(std::min<int64_t>(n_keys, 1024) * dk);
     for (size_t i = 0; i < drawn; ++i) rows[i] = dist(rng);
     for (size_t i = drawn; i < rows.size(); ++i) rows[i] = rows[i % drawn];
+    return rows;
+}
+
+void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out) {
+    constexpr int tile = kAttentionTile;
+    float m[tile], l[tile], scratch[tile * kAttendBlock];
+    int32_t n_valid[tile];
+    for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
+    std::fill(out, out + tile * dv, 0.0f);
+    for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
+        k.attend_block(Q, dk, tile, n_valid, &rows[size_t(b0 * dk)], dk, &rows[size_t(b0 * dk)], dk, dk, dv, 0.1f, m, l,
+                       out, dv, scratch);
+}
+
+double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys) {
+    // Tiles over the cached rows, the queries spread over the threads as in a prefill chunk (four
+    // tiles a thread over 1024 keys, one over more: a pass over 32k K3 rows is already 1.1 GFLOP
+    // a tile).
+    const int64_t tiles = (n_keys <= 1024 ? 4 : 1) * std::max(1, threads), tile = kAttentionTile;
+    const std::vector<float> rows = attention_rows(n_keys, dk);
+    std::mt19937 rng(2);
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    std::vector<float> Q(size_t(tiles * tile * dk));
     for (float& v : Q) v = dist(rng);
     std::vector<float> acc(size_t(tiles * tile * dv));
     Compute cp(select_kernels(), std::max(1, threads));
     auto pass = [&] {
         cp.parallel_for(tiles, [&](int64_t t, int) {
-            float m[tile], l[tile], scratch[tile * kAttendBlock];
-            int32_t n_valid[tile];
-            for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
-            float* out = &acc[size_t(t * tile * dv)];
-            std::fill(out, out + tile * dv, 0.0f);
-            for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
-                cp.k.attend_block(&Q[size_t(t * tile * dk)], dk, int(tile), n_valid, &rows[size_t(b0 * dk)], dk,
-                                  &rows[size_t(b0 * dk)], dk, dk, dv, 0.1f, m, l, out, dv, scratch);
+            attend_tile(cp.k, &Q[size_t(t * tile * dk)], dk, dv, rows.data(), n_keys, &acc[size_t(t * tile * dv)]);
         });
     };
     return attention_flops_per_pair(dk, dv) * double(tiles * tile * n_keys) * passes_per_second(seconds, pass) / 1e9;

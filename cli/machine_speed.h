@@ -11,6 +11,10 @@
 #include "cli/chunk_compute.h"
 #include "weights/config.h"
 
+namespace k3 {
+struct Kernels;
+}
+
 namespace k3::cli {
 
 struct Disk {
@@ -42,6 +46,14 @@ double measure_gflops(int threads, double seconds);
 double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys = 1024);
 // The keys measure_model_rates measures the attention at (ModelRates::attention_gflops_by_keys).
 inline constexpr int64_t kAttentionKeys[] = {1024, 8192, 32768};
+// Queries in a tile of the prefill's MLA attention (mla.cpp's largest).
+inline constexpr int kAttentionTile = 16;
+// n_keys cached rows [n_keys][dk] for the attention measurements: random for the first 1024 keys,
+// repeated after (every row is read from memory all the same).
+std::vector<float> attention_rows(int64_t n_keys, int dk);
+// One tile of kAttentionTile queries Q [tile][dk] over n_keys cached rows, the values their first
+// dv columns, in blocks of kAttendBlock keys as mla.cpp runs them: out [tile][dv] (unnormalised).
+void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out);
 
 // The compute a prefill chunk costs at one model's own widths (docs/performance.md, "Time to
 // first token"; chunk_compute.h uses them): the GFLOP/s of the engine's bf16 matmul at each column

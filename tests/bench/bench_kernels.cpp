@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/machine_speed.h"
 #include "kernels/kernels.h"
 
 using namespace k3;
@@ -405,13 +406,12 @@ void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double
 void prefill_attention(const std::vector<const Kernels*>& sets, double min_seconds, const Peak& peak) {
     std::printf("\nprefill attention (MLA, K3 widths 576/512, tiles of 16 queries), 2 threads, against the 2-thread peak:\n");
     if (peak.cpu <= 0) return;
-    const int dk = 576, dv = 512, tile = 16, threads = 2;
+    const int dk = 576, dv = 512, tile = cli::kAttentionTile, threads = 2;
     const int64_t max_keys = 32768;
+    const std::vector<float> rows = cli::attention_rows(max_keys, dk);
     std::mt19937 rng(5);
     std::normal_distribution<float> dist(0.0f, 0.5f);
-    std::vector<float> rows(size_t(max_keys * dk)), Q(size_t(threads * tile * dk)), out(size_t(threads * tile * dv));
-    for (size_t i = 0; i < size_t(1024 * dk); ++i) rows[i] = dist(rng);
-    for (size_t i = size_t(1024 * dk); i < rows.size(); ++i) rows[i] = rows[i % size_t(1024 * dk)];
+    std::vector<float> Q(size_t(threads * tile * dk)), out(size_t(threads * tile * dv));
     for (float& v : Q) v = dist(rng);
     for (const Kernels* k : sets) {
         if (std::string(k->name) == "scalar") continue;  // far from the peak by design
@@ -419,16 +419,9 @@ void prefill_attention(const std::vector<const Kernels*>& sets, double min_secon
             const Timing t = time_per_call(
                 [&](int64_t) {
                     return split_rows(threads, threads, [&](int64_t t0, int64_t nt) {
-                        for (int64_t q = t0; q < t0 + nt; ++q) {
-                            float m[tile], l[tile], scratch[tile * kAttendBlock];
-                            int32_t n_valid[tile];
-                            for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
-                            float* o = &out[size_t(q * tile * dv)];
-                            std::fill(o, o + tile * dv, 0.0f);
-                            for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
-                                k->attend_block(&Q[size_t(q * tile * dk)], dk, tile, n_valid, &rows[size_t(b0 * dk)], dk,
-                                                &rows[size_t(b0 * dk)], dk, dk, dv, 0.05f, m, l, o, dv, scratch);
-                        }
+                        for (int64_t q = t0; q < t0 + nt; ++q)
+                            cli::attend_tile(*k, &Q[size_t(q * tile * dk)], dk, dv, rows.data(), n_keys,
+                                             &out[size_t(q * tile * dv)]);
                     });
                 },
                 min_seconds);

@@ -8,9 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace k3::test {
 
@@ -94,6 +96,18 @@ private:
 inline std::string json_post(const std::string& path, const std::string& body, const std::string& extra_headers = "") {
     return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra_headers +
            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A streamed request on a connection of its own, read to its end ("data: [DONE]", bounded against
+// hangs) on a thread, which then sets `done`: the client of a test that reads the daemon's
+// state meanwhile.
+inline std::thread stream_to_end(int port, std::string path, std::string body, std::atomic<bool>& done) {
+    return std::thread([port, path = std::move(path), body = std::move(body), &done] {
+        LoopbackSocket client(port);
+        client.send(json_post(path, body));
+        client.read_until("data: [DONE]", 600000);
+        done = true;
+    });
 }
 
 }  // namespace k3::test

@@ -52,14 +52,10 @@ TEST_CASE("tiny model: a short request that arrives during a long prompt is answ
     REQUIRE(pass > 2 * cap);
     const int long_total = 4 * pass + pass / 2;
 
-    std::atomic<bool> long_done{false};
-    std::thread long_client([&] {
-        LoopbackSocket c(d.port());
-        c.send(json_post("/v1/completions",
-                         json{{"prompt", prompt_of(long_total, 0)}, {"max_tokens", 1}, {"temperature", 0}, {"stream", true}}.dump()));
-        c.read_until("data: [DONE]", 600000);
-        long_done = true;
-    });
+    std::atomic<bool> long_done{false}, short_done{false};
+    std::thread long_client = stream_to_end(
+        d.port(), "/v1/completions",
+        json{{"prompt", prompt_of(long_total, 0)}, {"max_tokens", 1}, {"temperature", 0}, {"stream", true}}.dump(), long_done);
     // held after the long prompt's first pass
     REQUIRE(eventually([&] {
         const json r = running_request(status);
@@ -67,12 +63,9 @@ TEST_CASE("tiny model: a short request that arrives during a long prompt is answ
     }));
 
     // the short request arrives and is admitted beside it, still held
-    std::thread short_client([&] {
-        LoopbackSocket c(d.port());
-        c.send(json_post("/v1/completions",
-                         json{{"prompt", prompt_of(8, 250)}, {"max_tokens", 600}, {"temperature", 0}, {"stream", true}}.dump()));
-        c.read_until("data: [DONE]", 600000);
-    });
+    std::thread short_client = stream_to_end(
+        d.port(), "/v1/completions",
+        json{{"prompt", prompt_of(8, 250)}, {"max_tokens", 600}, {"temperature", 0}, {"stream", true}}.dump(), short_done);
     REQUIRE(eventually([&] {
         const json slots = get_json(status, "/slots")["slots"];
         return slots[0]["state"] == "prefill" && slots[1]["state"] == "prefill";

@@ -153,12 +153,7 @@ TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metr
     for (int i = 0; i < total; ++i) prompt.push_back(1 + (i * 37) % 500);
     const json request = {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}, {"stream", true}};
     std::atomic<bool> answered{false};
-    std::thread client_thread([&] {
-        LoopbackSocket client(d.port());
-        client.send(json_post("/v1/completions", request.dump()));
-        client.read_until("data: [DONE]", 600000);
-        answered = true;
-    });
+    std::thread client_thread = stream_to_end(d.port(), "/v1/completions", request.dump(), answered);
 
     // Between the passes: one done, none under way.
     json held = nullptr;
