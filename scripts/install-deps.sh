@@ -10,6 +10,7 @@ packages=(
   python3 python3-numpy
   libpng-dev libjpeg62-turbo-dev python3-pil   # image input (engine/vision); Pillow is the tests' oracle
   haproxy
+  libopenmpi-dev openmpi-bin   # expert parallelism over several machines (engine/parallel, mpirun)
   # The web UI's Markdown, sanitiser, code highlighter and math, embedded into the binary at build time.
   libjs-marked node-dompurify libjs-highlight.js libjs-katex fonts-katex
   clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh), run briefly by the suite

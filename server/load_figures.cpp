@@ -45,6 +45,14 @@ std::string render_load_figures(const LoadFigures& f) {
           "The weight the agent port reports: 100 x (1 - max(requests / (2 x parallel), context in use / capacity)), "
           "in steps of 10, at least 1.",
           f.weight_percent());
+    // The same figures under the names the Gateway API Inference Extension's endpoint picker
+    // reads by default (vLLM's), so it balances k3serve replicas with no metric mapping
+    // (docs/operations.md "Several daemons behind a load balancer").
+    gauge("vllm:num_requests_waiting", "Requests waiting for a slot (k3serve:requests_queued).", f.queued);
+    gauge("vllm:num_requests_running", "Requests running now (k3serve:requests_running).", f.running);
+    write_metric(out, "vllm:kv_cache_usage_perc", "gauge",
+                 "Share of the slots' context in use, 0..1 (k3serve:context_tokens_in_use / _capacity).",
+                 double(f.context_in_use) / double(std::max<int64_t>(1, f.context_capacity)));
     return out;
 }
 

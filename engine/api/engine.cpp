@@ -16,6 +16,7 @@
 #include "model/state.h"
 #include "k3/error.h"
 #include "k3/fnv1a.h"
+#include "parallel/expert_parallel.h"
 
 namespace k3 {
 
@@ -32,6 +33,8 @@ PromptStateShape prompt_state_shape(const ModelConfig& c) {
     return shape;
 }
 
+}  // namespace
+
 // The one place a kernel-set request is decided. The request is EngineOptions::kernels (--kernels),
 // or when that is empty the K3_KERNELS environment variable (tests, benchmarks); both follow one
 // rule: "" is the best set for this CPU and build, a name no row of kernel_sets() has or a set this
@@ -47,8 +50,6 @@ const Kernels& choose_kernels(std::string name) {
     throw Error(ErrorKind::Usage, "kernel set '" + name + "' is not supported by this CPU or build (it needs " +
                                       set->needs + ")");
 }
-
-}  // namespace
 
 std::string checkpoint_fingerprint(const Checkpoint& ckpt) {
     Fnv1a f;
@@ -85,24 +86,43 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     const Kernels& k = choose_kernels(options.kernels);
     n_threads_ = options.threads > 0 ? options.threads : physical_cores();
     say(std::string("kernels: ") + k.name + ", threads: " + std::to_string(n_threads_));
+    const std::string fingerprint = checkpoint_fingerprint(ckpt_);
+    MemoryOptions store_memory = options.memory;
+    // Started by mpirun with several ranks: this process is rank 0 of expert parallelism and
+    // holds only its share of the routed experts; the other ranks (k3serve rank) the rest.
+    const ExpertShare world = parallel::launched_world();
+    if (world.ranks > 1) {
+        if (world.rank != 0)
+            throw Error(ErrorKind::Usage, "under mpirun only rank 0 runs k3serve serve or run; ranks 1 and above run "
+                                          "k3serve rank (docs/operations.md \"Several machines\")");
+        say("expert parallelism: rank 0 of " + std::to_string(world.ranks) + ", waiting for the other ranks' hello");
+        leader_ = parallel::connect_leader(world, fingerprint, ckpt_.config.num_experts);
+        store_memory.expert_rank = 0;
+        store_memory.expert_ranks = world.ranks;
+    }
     io::MemoryPlan plan;
     say("loading weights");
     // Everything resident: the store returns once the trunk is in and goes on reading the
     // experts while the model is bound below; without background loading the load waits for
     // them at the end (the binding's work overlaps the reads either way).
-    MemoryOptions store_memory = options.memory;
     store_memory.background_load = true;
     store_ = open_weight_store(ckpt_, store_memory, &plan);
     info_.memory_plan_bytes = plan.need_bytes;
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
     if (const char* hold = std::getenv("K3_TEST_HOLD_PASS"); hold && *hold) model_->test_hold_pass = hold;
+    if (leader_) {
+        model_->experts_end = ExpertShare{0, world.ranks}.end(ckpt_.config.num_experts);
+        say("expert parallelism: waiting for the other ranks to load their experts");
+        leader_->start_serving(model_->act.max_tokens);
+        model_->remote = leader_.get();
+    }
     if (ckpt_.config.vision.present) {
         say("loading the vision tower");
         vision_ = std::make_unique<VisionWeights>(load_vision_weights(ckpt_));
         vision_settings_.norm_eps = float(options.vision_norm_eps);
         info_.vision = true;
     }
-    info_.fingerprint = checkpoint_fingerprint(ckpt_);
+    info_.fingerprint = fingerprint;
     if (vision_) {
         // An image's rows depend on the tower's epsilon setting as well as on the weights: a
         // state after an image is reused only under the same one (the disk tier outlives it).
@@ -126,6 +146,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     info_.shape = describe(c);
     info_.kernels = k.name;
     info_.memory_plan = plan.describe();
+    if (leader_)
+        info_.memory_plan += "; expert parallelism: rank 0 of " + std::to_string(world.ranks) + ", experts 0.." +
+                             std::to_string(model_->experts_end - 1) + " of each layer here";
     info_.n_vocab = c.vocab_size;
     info_.n_layers = c.num_hidden_layers;
     info_.n_ctx_max = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
@@ -164,6 +187,13 @@ EngineStats EngineImpl::stats() const {
     e.trunk_layer_reads = s.trunk_layer_reads;
     e.expert_read_waits = s.expert_demand_reads;
     e.pass_lent_bytes = s.pass_lent_bytes;
+    if (leader_) {
+        const parallel::ExpertLeader::Traffic t = leader_->traffic();
+        e.expert_exchanges = t.exchanges;
+        e.expert_exchange_bytes = t.bytes;
+        e.expert_exchange_seconds = t.seconds;
+        e.expert_exchange_wait_seconds = t.wait_seconds;
+    }
     const PromptCacheStats p = prompt_cache_->stats();
     e.prompt_cache_lookups = p.lookups;
     e.prompt_cache_hits = p.hits;
@@ -203,6 +233,17 @@ Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const Canc
     ++passes_;
     for (const ForwardItem& it : items) tokens_evaluated_ += it.tokens.size();
     return s;
+}
+
+WeightsLoad EngineImpl::weights_load() const {
+    WeightsLoad w = store_->weights_load();
+    if (leader_) {
+        if (std::string why = leader_->failure(); !why.empty()) {
+            w.first_failure = why;  // the cause of everything that fails after it
+            w.failures += 1;
+        }
+    }
+    return w;
 }
 
 Status EngineImpl::step(std::span<const StepItem> items) { return step_sessions(*this, items); }

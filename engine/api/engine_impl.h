@@ -10,6 +10,7 @@
 #include "k3/engine.h"
 #include "k3/forward_stages.h"
 #include "model/model.h"
+#include "parallel/expert_parallel.h"
 #include "store/weight_store.h"
 #include "vision/vision_tower.h"
 
@@ -27,7 +28,9 @@ public:
     int max_step_tokens() const override { return model_->act.max_tokens; }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
     uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
-    WeightsLoad weights_load() const override { return store_->weights_load(); }
+    // The store's load, and a failed rank of expert parallelism as a failure of the weights:
+    // /health turns 503 naming it (docs/operations.md "Several machines").
+    WeightsLoad weights_load() const override;
     std::vector<float> encode_image(const PreparedImage& image) override;
 
     // forward_batch() plus the engine's counters; every Session evaluation goes through here.
@@ -45,6 +48,7 @@ public:
 
 private:
     Checkpoint ckpt_;
+    std::unique_ptr<parallel::ExpertLeader> leader_;  // expert parallelism's rank 0 (null: one process)
     std::unique_ptr<WeightStore> store_;
     int n_threads_ = 1;
     std::unique_ptr<Model> model_;
@@ -63,5 +67,10 @@ Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items
 // FNV-1a 64 over config.json, every shard's name, size and header bytes: identifies the model
 // and its weights (state is only reused under the same fingerprint).
 std::string checkpoint_fingerprint(const Checkpoint& ckpt);
+
+// The one place a kernel-set request is decided: EngineOptions::kernels (--kernels), or when that
+// is empty the K3_KERNELS environment variable (tests, benchmarks); "" is the best set for this
+// CPU and build, a set this CPU or build lacks is refused (k3::Error Usage).
+const Kernels& choose_kernels(std::string name);
 
 }  // namespace k3

@@ -74,6 +74,14 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
           double(e.expert_read_waits));
     count("pass_lent_bytes", "k3serve:pass_lent_bytes_total", "counter",
           "Expert cache bytes lent to prefill passes (each pass's, summed).", double(e.pass_lent_bytes));
+    count("expert_exchanges", "k3serve:expert_exchanges_total", "counter",
+          "Layer exchanges of rows with the other ranks (expert parallelism).", double(e.expert_exchanges));
+    count("expert_exchange_bytes", "k3serve:expert_exchange_bytes_total", "counter",
+          "Bytes sent to the other ranks (latent inputs, row tokens) and of their outputs received.", double(e.expert_exchange_bytes));
+    figure("expert_exchange_seconds", "k3serve:expert_exchange_seconds_total", "counter",
+           "Time from sending a layer's rows to the other ranks to the last output back.", e.expert_exchange_seconds);
+    figure("expert_exchange_wait_seconds", "k3serve:expert_exchange_wait_seconds_total", "counter",
+           "Time waited for the other ranks' outputs after this rank's own experts.", e.expert_exchange_wait_seconds);
     count("prompt_cache_lookups", "k3serve:prompt_cache_lookups_total", "counter",
           "Prompts looked up in the prompt cache.", double(e.prompt_cache_lookups));
     count("prompt_cache_hits", "k3serve:prompt_cache_hits_total", "counter",

@@ -86,6 +86,7 @@ Activations::Activations(const ModelConfig& c, int T) : max_tokens(T) {
     ahead_sel.assign(size_t(kLookaheadRows) * size_t(K), 0);
     ahead_w = zeros(int64_t(kLookaheadRows) * K);
     ahead_union.assign(size_t(c.num_experts), 0);
+    prefetch_ids.assign(size_t(c.num_experts), 0);
 
     final_h = zeros(Tt * E);
 }

@@ -96,6 +96,7 @@ struct Activations {
     std::vector<int32_t> ahead_union;     // [n_expert]  the prediction's distinct experts
     int ahead_n = 0;                      // how many
     int ahead_layer = -1;                 // the layer they were predicted for (-1: none pending)
+    std::vector<int32_t> prefetch_ids;    // [n_expert]  the experts of this process a prefetch asks for
 
     // ---- output ----
     ZeroedArray<float> final_h;     // [Tt][E]

@@ -60,11 +60,21 @@ void select_experts(const float* scores, const float* bias, int n, int k, bool r
 // moe_route: the tile of rows [r0, r0 + n) with MLP input x [n][E]: its router's choice and
 // weights and its latent input (the pass's rows of sel, sel_w, lat).
 void moe_route(Model& m, const MoeWeights& w, const float* x, int r0, int n);
-// moe_experts: every routed expert of layer il once over the pass's tokens that chose it (ex_out).
-// Fails (IoError) if the store cannot supply an expert.
+// moe_experts: every routed expert of layer il once over the pass's tokens that chose it (ex_out);
+// under expert parallelism the other ranks' experts are computed there (model/remote_experts.h).
+// Fails (IoError) if the store cannot supply an expert, Unavailable if a rank of expert
+// parallelism failed.
 Status moe_experts(Model& m, int il, int T);
 // moe_combine: the tile's weighted expert sum in top-k order, normed and projected up, plus the
 // shared experts on x [n][E]: out [n][E].
 void moe_combine(Model& m, const MoeWeights& w, const float* x, float* out, int r0, int n);
+
+// The routed experts union_ids[0..n_union) of layer il (ascending, this process's) over their
+// rows of the expert-sorted order (expert e's are rows first_slot[e] .. cursor[e], row s the
+// latent input lat[slot_token[s]]), into the same rows of ex_out: acquired in batches the store
+// allows, the next batch read while one computes. x: a decode step's MoE input, for the next
+// layer's lookahead (null: none). moe_experts' local part, and a remote rank's whole work
+// (engine/parallel).
+Status routed_experts(Model& m, int il, int n_union, const float* x, int T, StageClock& clock);
 
 }  // namespace k3

@@ -105,6 +105,7 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     : ckpt(ckpt_), cfg(ckpt_.config), compute(k, n_threads), store(store_), pass_cost(k3::pass_cost(ckpt_.config)),
       act(ckpt_.config, chunk_tokens > 0 ? chunk_tokens : chunk_tokens_for(ckpt_.config)) {
     K3_CHECK(act.n_blocks_max < 255, "too many attention-residual blocks (%d)", act.n_blocks_max);
+    experts_end = cfg.num_experts;
     layouts = layout_layers(ckpt);
     vectors.resize(layouts.size());
     for (size_t il = 0; il < layouts.size(); ++il) size_layer_vectors(cfg, layouts[il], vectors[il]);

@@ -11,6 +11,7 @@
 #include "model/activations.h"
 #include "weights/checkpoint.h"
 #include "model/compute.h"
+#include "model/remote_experts.h"
 #include "k3/status.h"
 #include "model/stage_clock.h"
 #include "model/state.h"
@@ -55,6 +56,12 @@ struct Model {
     // names exists, a pass of more than one token waits before its middle layer (until then
     // cancelled), so a test reads a pass's layer on /v1/status without racing it.
     std::string test_hold_pass;
+
+    // Expert parallelism (remote_experts.h): this process computes the routed experts
+    // [experts_begin, experts_end) of every layer; `remote`, when set, the others.
+    RemoteExperts* remote = nullptr;
+    int experts_begin = 0;
+    int experts_end = 0;  // set to cfg.num_experts by the constructor
 
     // Layers evaluated since load, bumped after each one (any thread may read it): the daemon's
     // liveness check sees a long prefill make progress, and a stuck one not.

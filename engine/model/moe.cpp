@@ -9,6 +9,10 @@
 // outputs land in their own rows and are summed per token in top-k order afterwards, so a pass
 // gives exactly the bits of one token at a time (kernels.h: matmul rows equal matvec bits).
 // model.cpp calls the three steps: moe_route per tile, moe_experts once, moe_combine per tile.
+//
+// Under expert parallelism (remote_experts.h) the rows of the experts other ranks own are
+// computed there and come back into the same rows of ex_out, so the top-k sum reads every row
+// where one process would have written it.
 #include <algorithm>
 #include <cmath>
 
@@ -131,10 +135,15 @@ void look_ahead(Model& m, int il, const float* x, int T) {
                 a.ahead_union[size_t(a.ahead_n++)] = sel[j];
     }
     a.ahead_layer = next;
+    // Only this process's experts are read here (model.h: experts_begin..experts_end).
+    int n_own = 0;
+    for (int i = 0; i < a.ahead_n; ++i)
+        if (a.ahead_union[size_t(i)] >= m.experts_begin && a.ahead_union[size_t(i)] < m.experts_end)
+            a.prefetch_ids[size_t(n_own++)] = a.ahead_union[size_t(i)];
     const bool judged = m.lookahead_predicted >= kJudgeAfter;
     const bool precise = judged && double(m.lookahead_confirmed) >= kResidentPrecision * double(m.lookahead_predicted);
     if (mode == WeightStore::Lookahead::Streamed || precise)
-        m.store.prefetch_experts(next, std::span<const int32_t>(a.ahead_union.data(), size_t(a.ahead_n)));
+        m.store.prefetch_experts(next, std::span<const int32_t>(a.prefetch_ids.data(), size_t(n_own)));
 }
 
 // Scores the prediction made for layer il against the experts it chose (n_assigned).
@@ -157,11 +166,12 @@ void prefetch_next_layer(Model& m, int il, int T, int n_union) {
     const ModelConfig& c = m.cfg;
     const int next = il + 1;
     if (T <= kLookaheadRows || next >= c.num_hidden_layers || c.is_dense(next)) return;
-    if (2 * int64_t(n_union) < int64_t(c.num_experts)) return;
-    const int n = std::min(c.num_experts, std::max(1, m.store.max_experts_per_acquire()));
+    const int own = m.experts_end - m.experts_begin;  // this process's share (model.h)
+    if (2 * int64_t(n_union) < int64_t(own)) return;
+    const int n = std::min(own, std::max(1, m.store.max_experts_per_acquire()));
     Activations& a = m.act;
-    for (int e = 0; e < n; ++e) a.ahead_union[size_t(e)] = e;
-    m.store.prefetch_experts(next, std::span<const int32_t>(a.ahead_union.data(), size_t(n)));
+    for (int e = 0; e < n; ++e) a.prefetch_ids[size_t(e)] = m.experts_begin + e;
+    m.store.prefetch_experts(next, std::span<const int32_t>(a.prefetch_ids.data(), size_t(n)));
 }
 
 }  // namespace
@@ -188,9 +198,43 @@ void moe_route(Model& m, const MoeWeights& w, const float* x, int r0, int n) {
     }
 }
 
+Status routed_experts(Model& m, int il, int n_union, const float* x, int T, StageClock& clock) {
+    Activations& a = m.act;
+    // routed experts, acquired once per pass in batches the store can hold, pipelined: while a
+    // batch computes, the next batch's reads are in flight (double-buffered within the cache's
+    // budget: a prefetch takes only free or unused slots, never a held one), and while the last
+    // batch of a pass computes, the next layer's first experts are read (prefetch_next_layer).
+    // Only reads are scheduled, so the bits are those of reading each batch when it is asked
+    // for. A batch's rows run in groups of at most a.expert_rows.
+    const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
+    for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
+        const int nb = std::min(per_acquire, n_union - b0);
+        clock.next(ForwardStage::ExpertWait);
+        Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
+                                            a.expert_runs.data());
+        if (!st.ok()) return st;
+        clock.next(ForwardStage::Routing);
+        if (b0 + nb < n_union) {
+            const int next_nb = std::min(per_acquire, n_union - b0 - nb);
+            m.store.prefetch_experts(il, std::span<const int32_t>(&a.union_ids[b0 + nb], size_t(next_nb)));
+        } else {
+            // This layer's reads are all done; the next layer's go now.
+            if (x) look_ahead(m, il, x, T);
+            prefetch_next_layer(m, il, T, n_union);
+        }
+        clock.next(ForwardStage::Experts);
+        const int64_t rows0 = a.first_slot[a.union_ids[b0]], rows1 = a.cursor[a.union_ids[b0 + nb - 1]];
+        for (int64_t w0 = rows0; w0 < rows1; w0 += a.expert_rows)
+            run_experts(m, il, b0, nb, w0, std::min(rows1, w0 + a.expert_rows));
+        m.store.release_experts(il);
+    }
+    return Status::Ok();
+}
+
 Status moe_experts(Model& m, int il, int T) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
+    const int64_t L = c.routed_expert_hidden_size;
     const int NE = c.num_experts, K = c.num_experts_per_token;
     StageClock clock(m.stage_seconds, ForwardStage::Routing);
 
@@ -212,36 +256,29 @@ Status moe_experts(Model& m, int il, int T) {
             a.slot_token[slot] = t;
         }
 
-    // routed experts, acquired once per pass in batches the store can hold, pipelined: while a
-    // batch computes, the next batch's reads are in flight (double-buffered within the cache's
-    // budget: a prefetch takes only free or unused slots, never a held one), and while the last
-    // batch of a pass computes, the next layer's first experts are read (prefetch_next_layer).
-    // Only reads are scheduled, so the bits are those of reading each batch when it is asked
-    // for. A batch's rows run in groups of at most a.expert_rows.
-    const int per_acquire = std::max(1, m.store.max_experts_per_acquire());
-    for (int b0 = 0; b0 < n_union; b0 += per_acquire) {
-        const int nb = std::min(per_acquire, n_union - b0);
-        clock.next(ForwardStage::ExpertWait);
-        Status st = m.store.acquire_experts(il, std::span<const int32_t>(&a.union_ids[b0], size_t(nb)),
-                                            a.expert_runs.data());
-        if (!st.ok()) return st;
-        clock.next(ForwardStage::Routing);
-        if (b0 + nb < n_union) {
-            const int next_nb = std::min(per_acquire, n_union - b0 - nb);
-            m.store.prefetch_experts(il, std::span<const int32_t>(&a.union_ids[b0 + nb], size_t(next_nb)));
-        } else {
-            // This layer's reads are all done; the next layer's go now (a decode step's x is
-            // its only tile's, still in a.x).
-            look_ahead(m, il, a.x.data(), T);
-            prefetch_next_layer(m, il, T, n_union);
+    // Expert parallelism (model/remote_experts.h): this process owns the lowest share of the
+    // experts, a prefix of the ascending union; the other ranks' rows are one contiguous stretch
+    // of the expert-sorted order, sent (their tokens and the pass's latent inputs) before the
+    // local experts run, and their outputs come back into the same rows of ex_out.
+    int n_local = n_union;
+    if (m.remote) {
+        n_local = int(std::lower_bound(a.union_ids.begin(), a.union_ids.begin() + n_union, m.experts_end) -
+                      a.union_ids.begin());
+        if (n_local < n_union) {
+            const int64_t s0 = a.first_slot[a.union_ids[n_local]];
+            Status st = m.remote->start(il, std::span<const int32_t>(&a.union_ids[n_local], size_t(n_union - n_local)),
+                                        a.n_assigned.data(), &a.slot_token[s0], a.lat.data(), T, &a.ex_out[s0 * L], L);
+            if (!st.ok()) return st;
         }
-        clock.next(ForwardStage::Experts);
-        const int64_t rows0 = a.first_slot[a.union_ids[b0]], rows1 = a.cursor[a.union_ids[b0 + nb - 1]];
-        for (int64_t w0 = rows0; w0 < rows1; w0 += a.expert_rows)
-            run_experts(m, il, b0, nb, w0, std::min(rows1, w0 + a.expert_rows));
-        m.store.release_experts(il);
     }
-    return Status::Ok();
+    // a decode step's x is its only tile's, still in a.x (the next layer's lookahead)
+    Status local = routed_experts(m, il, n_local, a.x.data(), T, clock);
+    if (n_local < n_union) {
+        clock.next(ForwardStage::ExpertWait);
+        Status remote = m.remote->finish();  // also when the local part failed: ex_out is ours again
+        if (local.ok()) local = remote;
+    }
+    return local;
 }
 
 void moe_combine(Model& m, const MoeWeights& w, const float* x, float* out, int r0, int n) {

@@ -189,6 +189,11 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     return f;
 }
 
+ModelFootprint share_footprint(ModelFootprint model, ExpertShare share, int experts_per_layer) {
+    if (experts_per_layer > 0) model.routed_experts = model.routed_experts / experts_per_layer * share.count(experts_per_layer);
+    return model;
+}
+
 int64_t prompt_cache_budget(const MemoryOptions& o) {
     if (o.prompt_cache_gb >= 0) return gb_to_bytes(o.prompt_cache_gb);
     constexpr std::pair<std::string_view, double> kPromptCacheGB[] = {
@@ -334,8 +339,14 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     plan.trunk_budget = trunk_budget;
     plan.cache_budget = cache_budget;
 
-    // 2. What that buys on this model.
-    plan.trunk = plan_trunk(model.layer_alloc_bytes, trunk_budget);
+    // 2. What that buys on this model. A rank other than 0 of expert parallelism computes
+    // routed experts only: no trunk layer is pinned or streamed there.
+    if (options.expert_rank > 0) {
+        plan.trunk_budget = 0;
+        plan.trunk.pinned.assign(model.layer_alloc_bytes.size(), 0);
+    } else {
+        plan.trunk = plan_trunk(model.layer_alloc_bytes, trunk_budget);
+    }
     plan.cache_slot_bytes = model.expert_slot_bytes;
     if (model.routed_experts > 0) {
         int64_t slots = std::min<int64_t>(model.routed_experts, cache_budget / model.expert_slot_bytes);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/expert_share.h"
 #include "weights/checkpoint.h"
 #include "weights/chunk_size.h"
 #include "k3/options.h"
@@ -76,6 +77,9 @@ struct ModelFootprint {
                                              // has them and --no-vision is not given)
 };
 ModelFootprint footprint_of(const Checkpoint& ckpt);
+// What one rank of expert parallelism holds: its share of the routed experts (the trunk stays
+// in the footprint; make_memory_plan plans none for a rank other than 0).
+ModelFootprint share_footprint(ModelFootprint model, ExpertShare share, int experts_per_layer);
 
 struct MemoryPlan {
     bool streaming = false;          // false: everything resident (no budget asked for)

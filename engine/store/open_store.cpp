@@ -8,9 +8,12 @@ namespace k3 {
 
 std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const MemoryOptions& memory,
                                                io::MemoryPlan* plan) {
-    const io::MemoryPlan p = io::make_memory_plan(io::footprint_of(ckpt), memory, io::read_mem_available());
+    const ExpertShare share{memory.expert_rank, memory.expert_ranks};
+    const io::MemoryPlan p =
+        io::make_memory_plan(io::share_footprint(io::footprint_of(ckpt), share, ckpt.config.num_experts), memory,
+                             io::read_mem_available());
     if (plan) *plan = p;
-    if (!p.streaming) return make_resident_store(ckpt, memory.background_load);
+    if (!p.streaming) return make_resident_store(ckpt, memory.background_load, share);
     return make_streaming_store(ckpt, p);
 }
 

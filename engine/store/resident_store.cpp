@@ -28,7 +28,7 @@ namespace {
 
 class ResidentStore final : public WeightStore {
 public:
-    ResidentStore(const Checkpoint& ckpt, bool background) : n_experts_(ckpt.config.num_experts) {
+    ResidentStore(const Checkpoint& ckpt, bool background, ExpertShare share) : n_experts_(ckpt.config.num_experts) {
         const ModelConfig& c = ckpt.config;
         for (const auto& shard : ckpt.directory.shards()) files_.push_back(io::File::open(shard.path, /*try_direct=*/false));
         const int64_t stride = expert_bytes(c);
@@ -42,12 +42,14 @@ public:
             spans.push_back(LoadSpan{&files_[size_t(shard)], offset, nbytes, first});
             return int(spans.size()) - 1;
         };
+        // Under expert parallelism only this rank's share of the experts is read, and a rank
+        // other than 0 reads no trunk (store/expert_share.h).
         for (int il = 0; il < c.num_hidden_layers; ++il) {
             const ByteRun& r = ckpt.layer_runs[size_t(il)];
-            layer_span[size_t(il)] = add_span(r.shard, r.offset, r.nbytes, /*first=*/true);
+            if (share.rank == 0) layer_span[size_t(il)] = add_span(r.shard, r.offset, r.nbytes, /*first=*/true);
             if (c.is_dense(il)) continue;
             int open = -1;
-            for (int ie = 0; ie < n_experts_; ++ie) {
+            for (int ie = share.begin(n_experts_); ie < share.end(n_experts_); ++ie) {
                 const ExpertRun& e = ckpt.expert(il, ie);
                 if (e.nbytes != stride)
                     throw Error(ErrorKind::Checkpoint, "expert " + std::to_string(ie) + " of layer " +
@@ -70,7 +72,8 @@ public:
         Status st = background ? loader_->wait_first() : loader_->wait_all();
         if (!st.ok()) throw Error(ErrorKind::Io, "loading the weights: " + st.message);
 
-        for (int il = 0; il < c.num_hidden_layers; ++il) layers_.push_back(loader_->payload(layer_span[size_t(il)]));
+        for (int il = 0; il < c.num_hidden_layers; ++il)
+            layers_.push_back(layer_span[size_t(il)] >= 0 ? loader_->payload(layer_span[size_t(il)]) : nullptr);
         expert_ptr_.resize(expert_at_.size(), nullptr);
         for (size_t k = 0; k < expert_at_.size(); ++k)
             if (expert_at_[k].first >= 0)
@@ -147,8 +150,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background) {
-    return std::make_unique<ResidentStore>(ckpt, background);
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background, ExpertShare share) {
+    return std::make_unique<ResidentStore>(ckpt, background, share);
 }
 
 }  // namespace k3

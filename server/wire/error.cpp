@@ -73,6 +73,7 @@ ApiError api_error(const JobFailure& f) {
         case FailureKind::ContextFull: return bad_request("", f.message, "context_length_exceeded");
         case FailureKind::InvalidPrompt: return bad_request("", f.message, "invalid_prompt");
         case FailureKind::EngineFailed: return ApiError(500, "server_error", "engine_error", "", f.message);
+        case FailureKind::ModelUnavailable: return ApiError(503, "unavailable_error", "model_unhealthy", "", f.message);
         case FailureKind::Internal: return ApiError(500, "server_error", "internal_error", "", f.message);
     }
     return ApiError(500, "server_error", "internal_error", "", f.message);

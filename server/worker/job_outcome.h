@@ -21,6 +21,7 @@ enum class FailureKind {
     ContextFull,    // the prompt does not fit the session's context
     InvalidPrompt,  // the engine refused the prompt's tokens
     EngineFailed,   // the engine failed (a read error, an internal check)
+    ModelUnavailable,  // a part of the model on another machine is gone (expert parallelism)
     Internal,       // an unexpected exception in the worker
 };
 

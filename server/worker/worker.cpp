@@ -497,6 +497,12 @@ void EngineWorker::finish_failed(Slot& slot, const Status& st) {
         case StatusCode::Cancelled: finish_cancelled(slot); break;
         case StatusCode::ContextFull: fail(slot, FailureKind::ContextFull, st.message); break;
         case StatusCode::InvalidArgument: fail(slot, FailureKind::InvalidPrompt, st.message); break;
+        case StatusCode::Unavailable:
+            // The model is unhealthy until restart (/health 503 names the rank).
+            spdlog::error("job {}: {}", slot.job->id, st.message);
+            if (options_.on_io_error) options_.on_io_error(st.message);
+            fail(slot, FailureKind::ModelUnavailable, st.message);
+            break;
         default:
             spdlog::error("job {}: engine failed: {}", slot.job->id, st.message);
             if (st.code == StatusCode::IoError && options_.on_io_error) options_.on_io_error(st.message);

@@ -15,20 +15,31 @@
 namespace k3::test {
 
 DaemonProcess::DaemonProcess(std::vector<std::string> args, bool wait_ready) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     std::vector<std::string> argv_s = {env_or_throw("K3SERVE_BIN"), "serve"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
+    start(std::move(argv_s), wait_ready);
+}
+
+DaemonProcess::DaemonProcess(Command command, bool wait_ready) {
+    group_ = true;
+    start(std::move(command.argv), wait_ready);
+}
+
+void DaemonProcess::start(std::vector<std::string> argv_s, bool wait_ready) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ == 0) {
+        if (group_) setpgid(0, 0);
         dup2(out[1], STDERR_FILENO);
         dup2(out[1], STDOUT_FILENO);
         std::vector<char*> argv;
         for (auto& a : argv_s) argv.push_back(a.data());
         argv.push_back(nullptr);
-        execv(argv[0], argv.data());
+        execvp(argv[0], argv.data());
         _exit(127);
     }
+    if (group_) setpgid(pid_, pid_);  // also here: a kill may come before the child runs
     close(out[1]);
     fd_ = out[0];
     reader_ = std::thread([this] {
@@ -77,9 +88,10 @@ void DaemonProcess::fail(const std::string& what) {
 
 void DaemonProcess::stop_and_join() {
     if (status_ < 0 && pid_ > 0) {
-        kill(pid_, SIGKILL);
+        kill(group_ ? -pid_ : pid_, SIGKILL);
         wait_exit();
     }
+    if (group_ && pid_ > 0) kill(-pid_, SIGKILL);  // what the launcher left behind
     if (reader_.joinable()) reader_.join();
     if (fd_ >= 0) close(fd_);
     fd_ = -1;

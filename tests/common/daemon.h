@@ -18,6 +18,13 @@ public:
     // throws (with the daemon's log) if it exits or never gets there; without, returns once the
     // port is known or the process exited, for tests of start-up failures.
     explicit DaemonProcess(std::vector<std::string> args, bool wait_ready = true);
+    // Runs `argv` as it is (a launcher such as mpirun that starts `k3serve serve` among other
+    // processes) in a process group of its own, which is what signal() and the destructor's
+    // kill reach, so no process of the group outlives the test.
+    struct Command {
+        std::vector<std::string> argv;
+    };
+    explicit DaemonProcess(Command command, bool wait_ready = true);
     ~DaemonProcess();
     DaemonProcess(const DaemonProcess&) = delete;
     DaemonProcess& operator=(const DaemonProcess&) = delete;
@@ -35,12 +42,14 @@ public:
     std::string log() const;
 
 private:
+    void start(std::vector<std::string> argv, bool wait_ready);
     [[noreturn]] void fail(const std::string& what);
     void stop_and_join();
     // Records the exit status and waits until the reader has the whole log.
     void note_exit(int wait_status);
 
     pid_t pid_ = -1;
+    bool group_ = false;  // pid_ leads a process group of its own (Command)
     int fd_ = -1;
     int port_ = 0;
     int status_ = -1;

@@ -6,7 +6,7 @@
 //   agent: the same on `make-model --preset agent` (64k context: the coding agents' first
 //         prompts are 12k-41k tokens)
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 
 function need(name) {
@@ -38,6 +38,27 @@ function syntheticModel(bin, preset) {
   return dir;
 }
 
+// With K3_TEST_RANKS=N (N > 1) the real daemon is rank 0 of an `mpirun` job of N ranks on this
+// machine, the others `k3serve rank` on the same model (docs/operations.md "Several machines");
+// stop() then sends SIGTERM to rank 0 alone, which drains and ends the job, so mpirun exits 0
+// only when every rank ended cleanly.
+function mpiJob(bin, model, serveArgs) {
+  const ranks = Number(process.env.K3_TEST_RANKS);
+  return ['mpirun', ['--allow-run-as-root', '--oversubscribe', '--bind-to', 'none', '--enable-recovery',
+    '--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo', '--mca', 'oob_tcp_if_include', 'lo',
+    '-n', '1', bin, ...serveArgs, ':', '-n', String(ranks - 1), bin, 'rank', model, '--threads', '1']];
+}
+
+// Rank 0's pid under mpirun: the child whose command line is `k3serve serve ...`.
+function rankZeroPid(launcherPid) {
+  const children = readFileSync(`/proc/${launcherPid}/task/${launcherPid}/children`, 'utf8').trim().split(/\s+/);
+  for (const c of children) {
+    const argv = readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0');
+    if (argv[1] === 'serve') return Number(c);
+  }
+  return launcherPid;
+}
+
 // Resolves with {url, port, proc, stop()} once the daemon prints its listening line
 // (and, for the real daemon, once /health says ok). With K3_WEB_DIR set, both daemons serve the
 // UI's own files from that directory (--web-dir): tests/node/web_ui_against.sh runs the UI
@@ -51,6 +72,7 @@ export async function startDaemon(kind, extraArgs = []) {
   } else {
     cmd = need('K3SERVE_BIN');
     args = ['serve', syntheticModel(cmd, kind), '--port', '0', '--threads', kind === 'agent' ? '2' : '1', ...extraArgs];
+    if (Number(process.env.K3_TEST_RANKS || 1) > 1) [cmd, args] = mpiJob(cmd, args[1], args);
   }
   const proc = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let log = '';
@@ -79,7 +101,8 @@ export async function startDaemon(kind, extraArgs = []) {
     stop: () => new Promise((resolve) => {
       if (proc.exitCode !== null) return resolve(proc.exitCode);
       proc.on('exit', (code) => resolve(code));
-      proc.kill('SIGTERM');
+      if (cmd === 'mpirun') process.kill(rankZeroPid(proc.pid), 'SIGTERM');
+      else proc.kill('SIGTERM');
     }),
   };
 }

@@ -65,6 +65,9 @@ TEST_CASE("load figures: queued and running requests and their context are gauge
     CHECK(gauge(c, "k3serve:requests_running") == 0);
     CHECK(gauge(c, "k3serve:context_tokens_in_use") == 0);
     CHECK(gauge(c, "k3serve:load_weight_percent") == 100);
+    CHECK(gauge(c, "vllm:num_requests_waiting") == 0);
+    CHECK(gauge(c, "vllm:num_requests_running") == 0);
+    CHECK(gauge(c, "vllm:kv_cache_usage_perc") == 0);
     CHECK(agent_line(agent_port) == "ready 100%\n");
 
     // One request on the worker (held after two tokens), one in the queue.
@@ -88,6 +91,10 @@ TEST_CASE("load figures: queued and running requests and their context are gauge
     const int held_tokens = active[0]["prompt_tokens"].get<int>() + active[0]["generated_tokens"].get<int>();
     CHECK(held_tokens > 2);
     CHECK(gauge(c, "k3serve:context_tokens_in_use") == held_tokens);
+    // The endpoint picker's names for the same figures (vLLM's).
+    CHECK(gauge(c, "vllm:num_requests_waiting") == 1);
+    CHECK(gauge(c, "vllm:num_requests_running") == 1);
+    CHECK(gauge(c, "vllm:kv_cache_usage_perc") == doctest::Approx(held_tokens / capacity));
     // Two requests on one slot is full: the least weight, not 0 (0 takes it out like a failure).
     const int busy_weight = expected_weight(1, 1, 1, held_tokens, capacity);
     CHECK(busy_weight == 1);

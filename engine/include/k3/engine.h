@@ -64,6 +64,11 @@ struct EngineStats {
                                          // (nothing read ahead had them; the pipeline keeps it to a
                                          // layer's first batch)
     uint64_t pass_lent_bytes = 0;        // expert cache bytes lent to passes (each pass's, summed)
+    // expert parallelism, rank 0's side (docs/operations.md "Several machines"; 0 in one process)
+    uint64_t expert_exchanges = 0;             // a layer's rows sent to the other ranks and answered
+    uint64_t expert_exchange_bytes = 0;        // inputs sent and outputs received
+    double expert_exchange_seconds = 0;        // from sending a layer's rows to its last output back
+    double expert_exchange_wait_seconds = 0;   // of which waited for, this rank's own experts done
     // the shared prompt cache
     uint64_t prompt_cache_lookups = 0;
     uint64_t prompt_cache_hits = 0;         // prompts resumed from it

@@ -23,6 +23,11 @@ struct MemoryOptions {
     double prompt_cache_gb = -1;  // RAM for the shared prompt cache; < 0 = from the preset, 0 = off
     std::string prompt_cache_dir; // the prompt cache's disk tier ("" = none)
     double prompt_cache_dir_gb = -1;  // its size on disk; < 0 = from the preset
+    // Expert parallelism (docs/operations.md "Several machines"): this process is rank
+    // `expert_rank` of `expert_ranks` and holds only its share of each layer's routed experts
+    // (store/expert_share.h); a rank other than 0 holds no trunk. Set by the engine, not by users.
+    int expert_rank = 0;
+    int expert_ranks = 1;
 };
 
 struct EngineOptions {

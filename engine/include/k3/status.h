@@ -14,6 +14,8 @@ enum class StatusCode {
     ContextFull,       // the sequence would exceed the session's context
     InvalidArgument,   // bad token id, empty prompt, ...
     IoError,           // a weight read failed or came back short: no token was produced from it
+    Unavailable,       // a rank of expert parallelism is gone (dead, hung, cannot read its experts): no
+                       // answer until the job is restarted (docs/operations.md "Several machines")
     Internal,
 };
 

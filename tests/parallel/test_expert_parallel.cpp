@@ -1,0 +1,257 @@
+// Expert parallelism over MPI on this machine (docs/operations.md "Several machines"): a job of
+// 2 or 3 ranks over loopback gives exactly one process's logits (every prompt position, bit for
+// bit) and generated ids, resident and within small budgets, a prompt in one prefill pass or in
+// several (docs/performance.md "Prefill passes"), and in decode. The reference is the same binary as one process: the claim is equality, and
+// any difference in which rows an expert computes or in what order a token's experts are summed
+// changes low bits of the logits (checked by planting a reversed top-k sum on the distributed
+// path in moe.cpp: the tiny-wide cases, top-3, failed on the dump; tiny's top-2 sum of two
+// terms is the same bits either way).
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/daemon.h"
+#include "common/model_cache.h"
+#include "common/scratch.h"
+#include "common/skip.h"
+#include "common/wait.h"
+#include "mpi_job.h"
+
+using namespace k3::test;
+
+namespace {
+
+struct Answer {
+    std::string logits;                 // the --dump-logits file's bytes
+    std::vector<int32_t> generated;     // the report's generated_ids
+    std::string memory_plan;
+};
+
+Answer read_answer(const std::string& dir, const ProcessResult& r) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Answer a;
+    a.logits = read_file(dir + "/logits.f32");
+    std::ifstream in(dir + "/report.json");
+    const nlohmann::json report = nlohmann::json::parse(in);
+    a.generated = report.at("generated_ids").get<std::vector<int32_t>>();
+    a.memory_plan = report.at("memory_plan");
+    return a;
+}
+
+// The tokens of a prefill pass, from the memory plan's "prefill pass N tokens".
+int pass_tokens(const std::string& memory_plan) {
+    const std::regex pass("prefill pass ([0-9]+) tokens");
+    std::smatch m;
+    REQUIRE(std::regex_search(memory_plan, m, pass));
+    return std::stoi(m[1]);
+}
+
+std::string prompt_ids(int n) {
+    std::ostringstream s;
+    for (int i = 0; i < n; ++i) s << (i ? "," : "") << (7 + 37 * i) % 500;
+    return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("2 and 3 ranks give one process's logits and ids at several budgets") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    struct Budget {
+        const char* name;
+        std::string rank0, rank;   // memory options of rank 0 (run) and of the other ranks
+        bool several_passes;       // the prompt takes several prefill passes
+    };
+    constexpr int kPromptTokens = 40;
+    const Budget budgets[] = {
+        {"resident, one pass", "", "", false},
+        // passes of 7-10 tokens: several tokens per expert in a pass
+        {"resident, several passes", "--prefill-mb 0.1", "", true},
+        // a read ring for the trunk, 6-8 expert slots on every rank, passes of 2 tokens
+        {"streamed, small caches, short passes", "--trunk-gb 0.001 --cache-gb 0.0001 --prefill-mb 0.05",
+         "--cache-gb 0.0001", true},
+    };
+    for (const char* preset : {"tiny", "tiny-wide"}) {
+        const std::string model = cached_model(preset);
+        for (const Budget& b : budgets) {
+            const std::string args = model + " --ids " + prompt_ids(kPromptTokens) + " --gen 6 --threads 1 " + b.rank0;
+            const std::string one_dir = scratch_dir("one").string();
+            const Answer one = read_answer(
+                one_dir, run_command(k3serve_bin() + " run " + args + " --dump-logits " + one_dir +
+                                     "/logits.f32 --report " + one_dir + "/report.json"));
+            CAPTURE(one.memory_plan);
+            if (b.several_passes) CHECK(pass_tokens(one.memory_plan) * 2 <= kPromptTokens);
+            else CHECK(pass_tokens(one.memory_plan) >= kPromptTokens);
+            for (int ranks : {2, 3}) {
+                CAPTURE(preset);
+                CAPTURE(b.name);
+                CAPTURE(ranks);
+                const std::string dir = scratch_dir("job").string();
+                const Answer job = read_answer(
+                    dir, run_command(mpi_job(ranks, "run " + args + " --dump-logits " + dir + "/logits.f32 --report " +
+                                                        dir + "/report.json",
+                                             model + " --threads 1 " + b.rank)));
+                CHECK(job.memory_plan.find("expert parallelism: rank 0 of " + std::to_string(ranks)) != std::string::npos);
+                CHECK(job.logits.size() == one.logits.size());
+                CHECK(job.logits == one.logits);
+                CHECK(job.generated == one.generated);
+            }
+        }
+    }
+}
+
+TEST_CASE("ranks refuse another checkpoint, naming the rank") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny"), other = cached_model("tiny-wide");
+    const ProcessResult r =
+        run_command(mpi_job(2, "run " + model + " --ids 1,2,3 --gen 1 --threads 1", other + " --threads 1"));
+    INFO(r.output);
+    // (mpirun's own exit code says little with --enable-recovery: each rank's word is checked)
+    CHECK(r.output.find("generated ids") == std::string::npos);
+    CHECK(r.output.find("k3serve run: expert parallelism: rank 1 (") != std::string::npos);
+    CHECK(r.output.find("serves checkpoint") != std::string::npos);
+    CHECK(r.output.find("k3serve rank: rank 0 refused this rank") != std::string::npos);
+}
+
+namespace {
+
+// `k3serve serve` on `model` (with `serve_options`) as rank 0 of `ranks`, the others `k3serve
+// rank` on `rank_model` (default: the same) with `rank_options`, with a 2 s heartbeat.
+DaemonProcess start_job(int ranks, const std::string& model, std::string rank_model = "",
+                        const std::vector<std::string>& rank_options = {},
+                        const std::vector<std::string>& serve_options = {}) {
+    if (rank_model.empty()) rank_model = model;
+    std::vector<std::string> argv;
+    std::istringstream words(mpirun_prefix() + " -x K3_RANK_HEARTBEAT_S=2 -n 1");
+    for (std::string w; words >> w;) argv.push_back(w);
+    const std::string bin = env_or_throw("K3SERVE_BIN");
+    for (const std::string& w : {bin, std::string("serve"), model, std::string("--port"), std::string("0"),
+                                 std::string("--threads"), std::string("1")})
+        argv.push_back(w);
+    argv.insert(argv.end(), serve_options.begin(), serve_options.end());
+    for (const std::string& w : {std::string(":"), std::string("-n"),
+                                 std::to_string(ranks - 1), bin, std::string("rank"), rank_model, std::string("--threads"),
+                                 std::string("1")})
+        argv.push_back(w);
+    argv.insert(argv.end(), rank_options.begin(), rank_options.end());
+    return DaemonProcess(DaemonProcess::Command{argv});
+}
+
+// The pid rank r printed at start ("rank R of N (pid P)").
+pid_t rank_pid(const DaemonProcess& d, int r) {
+    const std::regex line("rank " + std::to_string(r) + " of [0-9]+ \\(pid ([0-9]+)\\)");
+    std::smatch m;
+    const std::string log = d.log();
+    REQUIRE(std::regex_search(log, m, line));
+    return pid_t(std::stol(m[1]));
+}
+
+std::string completion_body() {
+    return R"({"prompt":"The sea is","max_tokens":4,"temperature":0})";
+}
+
+// The choices (text and every token's logprobs) of greedy completions of `prompts` sent to `d`
+// at once.
+std::vector<std::string> concurrent_choices(DaemonProcess& d, const std::vector<std::string>& prompts) {
+    std::vector<std::string> choices(prompts.size());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < prompts.size(); ++i)
+        clients.emplace_back([&, i] {
+            const nlohmann::json body = {{"prompt", prompts[i]}, {"max_tokens", 40},  {"temperature", 0},
+                                         {"ignore_eos", true},   {"logprobs", 3}};
+            auto r = d.client().Post("/v1/completions", body.dump(), "application/json");
+            if (r && r->status == 200) choices[i] = nlohmann::json::parse(r->body)["choices"].dump();
+            else choices[i] = r ? r->body : "no answer";
+        });
+    for (auto& t : clients) t.join();
+    return choices;
+}
+
+}  // namespace
+
+TEST_CASE("batched decode over 2 ranks gives one process's texts and logprobs") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny-wide");
+    const std::vector<std::string> prompts = {"The sea", "A long time ago in a land far away", "Numbers: 1 2 3"};
+    // passes of a few tokens, so that the prompts' prefill also goes in several passes
+    const std::vector<std::string> options = {"--parallel", "3", "--prefill-mb", "0.1"};
+    std::vector<std::string> serve_args = {model, "--port", "0", "--threads", "1"};
+    serve_args.insert(serve_args.end(), options.begin(), options.end());
+    std::vector<std::string> one;
+    {
+        DaemonProcess d(serve_args);
+        one = concurrent_choices(d, prompts);
+    }
+    DaemonProcess job = start_job(2, model, "", {}, options);
+    const std::vector<std::string> two = concurrent_choices(job, prompts);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        CAPTURE(i);
+        CHECK(one[i].find("\"logprobs\"") != std::string::npos);
+        CHECK(two[i] == one[i]);
+    }
+    auto c = job.client();
+    REQUIRE(eventually([&] {
+        auto r = c.Get("/slots");
+        return r && r->status == 200 && nlohmann::json::parse(r->body)["steps"].get<int>() > 0;
+    }));
+    auto slots = c.Get("/slots");
+    REQUIRE(slots);
+    CHECK(nlohmann::json::parse(slots->body)["batched_decode_tokens"].get<int>() > 0);
+}
+
+TEST_CASE("a killed or stopped rank turns /health to 503 naming it within seconds") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny");
+    for (int sig : {SIGKILL, SIGSTOP}) {
+        CAPTURE(sig);
+        DaemonProcess d = start_job(3, model);
+        auto c = d.client();
+        auto ok = c.Post("/v1/completions", completion_body(), "application/json");
+        REQUIRE(ok);
+        CHECK(ok->status == 200);
+        const pid_t victim = rank_pid(d, 2);
+        REQUIRE(kill(victim, sig) == 0);
+        const bool unhealthy = eventually(
+            [&] {
+                auto h = c.Get("/health");
+                return h && h->status == 503 && h->body.find("rank 2") != std::string::npos;
+            },
+            std::chrono::seconds(20));
+        INFO(d.log());
+        CHECK(unhealthy);
+        CHECK(d.log().find("expert parallelism: rank 2") != std::string::npos);
+        auto after = c.Post("/v1/completions", completion_body(), "application/json");
+        REQUIRE(after);
+        CHECK(after->status == 503);
+        CHECK(after->body.find("rank 2") != std::string::npos);
+    }
+}
+
+TEST_CASE("a rank that cannot read its experts turns /health to 503 naming it") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny");
+    // Rank 1 streams its experts from a copy of the checkpoint (a small cache: nothing is read
+    // before a request asks), whose shards then lose their data.
+    const std::filesystem::path copy = scratch_dir("rank1") / "tiny";
+    std::filesystem::copy(model, copy, std::filesystem::copy_options::recursive);
+    DaemonProcess d = start_job(2, model, copy.string(), {"--cache-gb", "0.0001"});
+    for (const auto& f : std::filesystem::directory_iterator(copy))
+        if (f.path().extension() == ".safetensors") std::filesystem::resize_file(f.path(), 4096);
+    auto c = d.client();
+    auto r = c.Post("/v1/completions", completion_body(), "application/json");
+    REQUIRE(r);
+    INFO(d.log());
+    CHECK(r->status == 503);
+    CHECK(r->body.find("rank 1") != std::string::npos);
+    auto h = c.Get("/health");
+    REQUIRE(h);
+    CHECK(h->status == 503);
+    CHECK(h->body.find("rank 1 (") != std::string::npos);
+    CHECK(h->body.find("cannot compute its experts") != std::string::npos);
+}
