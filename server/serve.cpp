@@ -245,6 +245,7 @@ int serve_main(int argc, char** argv) {
     worker_options.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
     worker_options.abandoned_prefill_s = config.abandoned_prefill_s;
     worker_options.interleave_tokens = size_t(config.interleave_tokens);
+    worker_options.hold_prefill_file = config.test_hold_prefill;
     worker_options.heartbeat = [&liveness] {
         if (liveness) liveness->beat();
     };

@@ -109,7 +109,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, const std::function<void(co
     store_ = open_weight_store(ckpt_, store_memory, &plan);
     info_.memory_plan_bytes = plan.need_bytes;
     model_ = std::make_unique<Model>(ckpt_, k, n_threads_, *store_, plan.chunk_tokens);
-    if (const char* hold = std::getenv("K3_TEST_HOLD_PASS"); hold && *hold) model_->test_hold_pass = hold;
+    model_->test_hold_pass = options.hold_pass;
     if (leader_) {
         model_->experts_end = ExpertShare{0, world.ranks}.end(ckpt_.config.num_experts);
         say("expert parallelism: waiting for the other ranks to load their experts");

@@ -52,8 +52,8 @@ struct Model {
 
     // When set, forward() hands it every named intermediate (trace.h); tests attach one.
     Trace* trace = nullptr;
-    // Test hook (docs/development.md, "Tests wait on states"): while the file K3_TEST_HOLD_PASS
-    // names exists, a pass of more than one token waits before its middle layer (until then
+    // Test hook (docs/development.md, "Tests wait on states"): while the file EngineOptions::
+    // hold_pass names exists, a pass of more than one token waits before its middle layer (until then
     // cancelled), so a test reads a pass's layer on /v1/status without racing it.
     std::string test_hold_pass;
 

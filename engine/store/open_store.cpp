@@ -13,7 +13,7 @@ std::unique_ptr<WeightStore> open_weight_store(const Checkpoint& ckpt, const Mem
         io::make_memory_plan(io::share_footprint(io::footprint_of(ckpt), share, ckpt.config.num_experts), memory,
                              io::read_mem_available());
     if (plan) *plan = p;
-    if (!p.streaming) return make_resident_store(ckpt, memory.background_load, share);
+    if (!p.streaming) return make_resident_store(ckpt, memory.background_load, share, memory.hold_background_load);
     return make_streaming_store(ckpt, p);
 }
 

@@ -12,7 +12,6 @@
 // the tokens are the same; a piece that failed fails every step that needs it (IoError).
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -28,7 +27,7 @@ namespace {
 
 class ResidentStore final : public WeightStore {
 public:
-    ResidentStore(const Checkpoint& ckpt, bool background, ExpertShare share) : n_experts_(ckpt.config.num_experts) {
+    ResidentStore(const Checkpoint& ckpt, bool background, ExpertShare share, const std::string& hold_file) : n_experts_(ckpt.config.num_experts) {
         const ModelConfig& c = ckpt.config;
         for (const auto& shard : ckpt.directory.shards()) files_.push_back(io::File::open(shard.path, /*try_direct=*/false));
         const int64_t stride = expert_bytes(c);
@@ -66,7 +65,7 @@ public:
 
         SpanLoader::Options options;
         options.threads = io::kReaderThreads;
-        if (const char* hold = std::getenv("K3_TEST_HOLD_BACKGROUND_LOAD"); hold && background) options.hold_path = hold;
+        if (background) options.hold_path = hold_file;
         loader_ = std::make_unique<SpanLoader>(std::move(spans), std::move(options));
 
         Status st = background ? loader_->wait_first() : loader_->wait_all();
@@ -150,8 +149,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background, ExpertShare share) {
-    return std::make_unique<ResidentStore>(ckpt, background, share);
+std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background, ExpertShare share, const std::string& hold_file) {
+    return std::make_unique<ResidentStore>(ckpt, background, share, hold_file);
 }
 
 }  // namespace k3

@@ -23,9 +23,9 @@
 // stays failed: every wait that covers it returns the IoError (naming the file and offset);
 // nothing is retried silently.
 //
-// Test hooks (resident_store.cpp reads them from the environment): while the file named by
-// K3_TEST_HOLD_BACKGROUND_LOAD exists, the readers read nothing past the `first` spans, so tests run requests while
-// experts are deterministically unread (the waits read what the steps need).
+// Test hook (Options::hold_path, from MemoryOptions::hold_background_load): while that file
+// exists, the readers read nothing past the `first` spans, so tests run requests while experts
+// are deterministically unread (the waits read what the steps need).
 #pragma once
 #include <atomic>
 #include <chrono>

@@ -90,9 +90,11 @@ public:
 // Everything read into memory once at load. With `background`, the store is returned once the
 // trunk runs are read and the routed experts go on loading on the store's reader threads; a step
 // that needs one not read yet reads it first (MemoryOptions::background_load). Under expert
-// parallelism only `share`'s experts are read, and no trunk on a rank other than 0.
+// parallelism only `share`'s experts are read, and no trunk on a rank other than 0. While the file
+// `hold_file` names exists, the background reads stop after the trunk (the test hook
+// MemoryOptions::hold_background_load).
 std::unique_ptr<WeightStore> make_resident_store(const Checkpoint& ckpt, bool background = false,
-                                                 ExpertShare share = {});
+                                                 ExpertShare share = {}, const std::string& hold_file = {});
 
 // Within a memory budget (io/memory_plan.h: make_memory_plan(footprint_of(ckpt), options,
 // read_mem_available())): pinned layers + read ring for the trunk, a budgeted expert cache,

@@ -135,7 +135,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
 // the rules, made while parsing). The worker only runs it, so no request's grammar slows the
 // other streams (issue 21 row 4: compiled on the worker, an enum of 60,000 strings held them
 // all for 26-44 s). /metrics shows compiles in progress; the test hook holds one open while
-// the file K3_TEST_HOLD_GRAMMAR_COMPILE names exists (docs/development.md).
+// the file --test-hold-grammar-compile names exists (docs/development.md).
 void GenerationRoute::compile_grammar(GenerationParams& params, const GrammarLimits& limits) {
     if (!params.grammar) return;
     const auto started = Clock::now();
@@ -152,7 +152,8 @@ void GenerationRoute::compile_grammar(GenerationParams& params, const GrammarLim
         throw GrammarRefusal(params.tool_choice == ToolChoice::Required ? "tools" : "response_format", e);
     }
     std::error_code ec;
-    while (!test_hold_compile_.empty() && std::filesystem::exists(test_hold_compile_, ec))
+    const std::string& hold = config().test_hold_grammar_compile;
+    while (!hold.empty() && std::filesystem::exists(hold, ec))
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 

@@ -5,7 +5,6 @@
 #pragma once
 #include <httplib.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -24,9 +23,7 @@ struct Exchange;
 
 class GenerationRoute {
 public:
-    explicit GenerationRoute(ServerState& s) : state_(s) {
-        if (const char* hold = std::getenv("K3_TEST_HOLD_GRAMMAR_COMPILE"); hold && *hold) test_hold_compile_ = hold;
-    }
+    explicit GenerationRoute(ServerState& s) : state_(s) {}
 
     void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
 
@@ -40,7 +37,6 @@ private:
     const DaemonConfig& config() const { return state_.config; }
 
     ServerState& state_;
-    std::string test_hold_compile_;  // K3_TEST_HOLD_GRAMMAR_COMPILE (compile_grammar)
 };
 
 }  // namespace k3::server

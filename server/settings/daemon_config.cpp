@@ -181,6 +181,7 @@ EngineOptions DaemonConfig::engine_options() const {
     o.threads = threads;
     o.kernels = kernels;
     o.vision = vision;
+    o.hold_pass = test_hold_pass;
     return o;
 }
 

@@ -74,6 +74,11 @@ struct DaemonConfig {
     bool mlock = true;                // lock pages in RAM as they are touched, where allowed (ops/memory_lock.h)
     std::string kernels;
     bool vision = true;               // false (--no-vision): the vision tower is not read; images get a 400
+    // Test hooks (docs/development.md "Tests wait on states"): files whose presence holds the
+    // daemon at a known point; "" = none. The background load's is memory.hold_background_load.
+    std::string test_hold_prefill;          // a prompt waits between two prefill passes
+    std::string test_hold_pass;             // the engine waits inside a pass (EngineOptions::hold_pass)
+    std::string test_hold_grammar_compile;  // a request waits after compiling its grammar
 
     // The engine's view of this config.
     EngineOptions engine_options() const;

@@ -347,6 +347,23 @@ const std::vector<DaemonSetting>& daemon_settings() {
                      "read the checkpoint's vision tower and accept images; --no-vision serves the text model without "
                      "reading it (images get a 400; default true)",
                      field(&D::vision), true),
+        // Test hooks (docs/development.md "Tests wait on states").
+        string_setting("test_hold_prefill", "FILE",
+                       "test hook: while FILE exists, a prompt that has read a prefill pass waits before its next "
+                       "(the worker goes on serving the others)",
+                       field(&D::test_hold_prefill)),
+        string_setting("test_hold_pass", "FILE",
+                       "test hook: while FILE exists, a prefill pass of more than one token waits before its middle "
+                       "layer (a cancel lets it go)",
+                       field(&D::test_hold_pass)),
+        string_setting("test_hold_grammar_compile", "FILE",
+                       "test hook: while FILE exists, a request waits after compiling its grammar, before its job is "
+                       "queued",
+                       field(&D::test_hold_grammar_compile)),
+        string_setting("test_hold_background_load", "FILE",
+                       "test hook: while FILE exists, the background load reads nothing past the trunk (requests read "
+                       "the experts they need)",
+                       field(&M::hold_background_load)),
     };
     return table;
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -89,7 +88,6 @@ EngineWorker::EngineWorker(Engine& engine, const Tokenizer& tokenizer, JobQueue&
         slots_.push_back(std::make_unique<Slot>());
         slots_.back()->index = i;
     }
-    if (const char* hold = std::getenv("K3_TEST_HOLD_PREFILL"); hold && *hold) test_hold_prefill_ = hold;
 }
 
 EngineWorker::~EngineWorker() {
@@ -166,16 +164,17 @@ void EngineWorker::run() {
     publish_board(true);
 }
 
-// Test hook (docs/development.md, "Tests wait on states"): while the file K3_TEST_HOLD_PREFILL
-// names exists, a prompt that has evaluated a chunk waits before its next one (the worker goes
-// on beating, admitting and cancelling), so a test reads the daemon mid-prefill without racing it.
+// Test hook (docs/development.md, "Tests wait on states"): while the file
+// WorkerOptions::hold_prefill_file names exists, a prompt that has evaluated a pass waits before
+// its next one (the worker goes on beating, admitting and cancelling), so a test reads the daemon
+// mid-prefill without racing it.
 bool EngineWorker::prefill_held() const {
-    if (test_hold_prefill_.empty()) return false;
+    if (options_.hold_prefill_file.empty()) return false;
     const bool mid_prompt = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
         return s->job && !s->decoding && s->session && s->session->tokens().size() > size_t(s->usage.cached_tokens);
     });
     std::error_code ec;
-    return mid_prompt && std::filesystem::exists(test_hold_prefill_, ec);
+    return mid_prompt && std::filesystem::exists(options_.hold_prefill_file, ec);
 }
 
 void EngineWorker::admit(Slot& slot, std::shared_ptr<Job> job_ptr) {

@@ -46,6 +46,9 @@ struct WorkerOptions {
     // While other jobs decode, a prompt's pass in the same step takes at most this many tokens
     // (docs/performance.md, "Other streams during a prefill").
     size_t interleave_tokens = 64;
+    // Test hook (--test-hold-prefill, prefill_held): while this file exists, a prompt that has
+    // read a pass waits before its next. "" = none.
+    std::string hold_prefill_file;
 };
 
 class EngineWorker {
@@ -104,7 +107,6 @@ private:
     std::atomic<bool> busy_{false};
     std::atomic<uint64_t> jobs_finished_{0};
     Clock::time_point last_heartbeat_{};
-    std::string test_hold_prefill_;  // K3_TEST_HOLD_PREFILL (prefill_held)
 };
 
 }  // namespace k3::server

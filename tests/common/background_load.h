@@ -1,31 +1,21 @@
 // Helpers for tests of background loading (MemoryOptions::background_load, serve's default):
 // holding the background reads back, and cutting the experts out from under a running engine.
 #pragma once
-#include <cstdlib>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
-#include "common/scratch.h"
+#include "common/hold_file.h"
 
 #include "weights/checkpoint.h"
 
 namespace k3::test {
 
-// While an object lives, the resident store's background reads are held back (test hook
-// K3_TEST_HOLD_BACKGROUND_LOAD, inherited by a daemon started meanwhile): steps run while
-// experts are unread, the ones they need read for them. release() lets the load go on.
-struct HoldBackgroundLoad {
-    std::filesystem::path file = process_scratch_root() / "hold-background-load";
-    HoldBackgroundLoad() {
-        std::ofstream(file).put('x');
-        setenv("K3_TEST_HOLD_BACKGROUND_LOAD", file.c_str(), 1);
-    }
-    void release() { std::filesystem::remove(file); }
-    ~HoldBackgroundLoad() {
-        release();
-        unsetenv("K3_TEST_HOLD_BACKGROUND_LOAD");
-    }
+// While an object lives, the resident store's background reads are held back for an engine
+// given `file` (MemoryOptions::hold_background_load, the daemon's --test-hold-background-load):
+// steps run while experts are unread, the ones they need read for them. release() lets the load
+// go on.
+struct HoldBackgroundLoad : HoldFile {
+    HoldBackgroundLoad() : HoldFile("hold-background-load") {}
 };
 
 // Cuts a copy of a checkpoint's first shard short right after its last trunk run, so that the

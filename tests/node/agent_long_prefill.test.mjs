@@ -4,7 +4,7 @@
 // stream watchdog, Codex's stream_idle_timeout_ms, opencode's chunkTimeout). The daemon's
 // keep-alives are events each client's SDK passes on, so the three CLIs, run at once against
 // the stock daemon, each complete a turn whose first prompt is held in prefill (the worker's
-// test hook, K3_TEST_HOLD_PREFILL, docs/development.md) for HOLD_S seconds past the moment all
+// test hook, --test-hold-prefill, docs/development.md) for HOLD_S seconds past the moment all
 // three are held, without dropping the stream: the requests held stay the same ones to the end
 // of the hold, and the daemon counts no cancelled request. The hold is a duration on purpose (it is what is tested:
 // longer than the clients' 300 s limits); everything else waits on states read from /v1/status.
@@ -25,15 +25,12 @@ const hold = path.join(scratchDir('long-prefill'), 'hold');
 const figures = [];
 let daemon;
 before(async () => {
-  process.env.K3_TEST_HOLD_PREFILL = hold;
-  try {
-    // Prompt chunks of about 1,400 tokens, so every first prompt (6k-18k tokens) takes several:
-    // the hook holds the worker after the first chunk of one of them, and the others before
-    // theirs. A slot for each request a client sends meanwhile.
-    // No per-request deadline (600 s by default): the idle limits are what is tested.
-    daemon = await startDaemon('agent', ['--new-turn-tool-choice', 'required', '--prefill-mb', '8',
-      '--parallel', '6', '--deadline-s', '0', '--log-level', 'info']);
-  } finally { delete process.env.K3_TEST_HOLD_PREFILL; }
+  // Prompt chunks of about 1,400 tokens, so every first prompt (6k-18k tokens) takes several:
+  // the hook holds the worker after the first chunk of one of them, and the others before
+  // theirs. A slot for each request a client sends meanwhile.
+  // No per-request deadline (600 s by default): the idle limits are what is tested.
+  daemon = await startDaemon('agent', ['--new-turn-tool-choice', 'required', '--prefill-mb', '8',
+    '--parallel', '6', '--deadline-s', '0', '--log-level', 'info', '--test-hold-prefill', hold]);
 });
 after(async () => {
   assert.equal(await daemon.stop(), 0);

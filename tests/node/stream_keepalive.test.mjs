@@ -8,7 +8,7 @@
 // Messages' message_start already has the prompt's real figures (known before the prefill).
 //
 // The real daemon on the tiny model reads prompts in small chunks (--prefill-mb 0.25) and the
-// worker's test hook (K3_TEST_HOLD_PREFILL, docs/development.md) holds a prefill between two
+// worker's test hook (--test-hold-prefill, docs/development.md) holds a prefill between two
 // chunks while the file exists, so the test waits on states, not on time: it reads each stream
 // until two keep-alives came while /v1/status shows the prompt still being read, then lets the
 // prefill go and reads the answer to its end. The interval is --sse-ping-s (5 s by default;
@@ -24,10 +24,8 @@ import { startDaemon, scratchDir } from './daemon.mjs';
 const hold = path.join(scratchDir('keepalive'), 'hold');
 let daemon, openai, anthropic;
 before(async () => {
-  process.env.K3_TEST_HOLD_PREFILL = hold;
-  try {
-    daemon = await startDaemon('tiny', ['--prefill-mb', '0.25', '--sse-ping-s', '0.2', '--parallel', '1']);
-  } finally { delete process.env.K3_TEST_HOLD_PREFILL; }
+  daemon = await startDaemon('tiny', ['--prefill-mb', '0.25', '--sse-ping-s', '0.2', '--parallel', '1',
+    '--test-hold-prefill', hold]);
   openai = new OpenAI({ baseURL: daemon.url + '/v1', apiKey: 'unused', maxRetries: 0 });
   anthropic = new Anthropic({ baseURL: daemon.url, apiKey: 'unused', maxRetries: 0 });
 });

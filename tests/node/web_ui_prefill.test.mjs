@@ -1,6 +1,6 @@
 // During a long prefill the chat says how far the prompt is read: the real `k3serve serve` on the
 // tiny model, its prompt read in small chunks (--prefill-mb 0.25) and held between two chunks by
-// the worker's test hook (K3_TEST_HOLD_PREFILL, docs/development.md) while the test looks. The
+// the worker's test hook (--test-hold-prefill, docs/development.md) while the test looks. The
 // figures panel (labelled as this page's request) and the waiting answer show "N of M tokens"
 // from /v1/status active[].prefill, the time left is the server's eta_s, and the progress goes
 // away once the answer is written.
@@ -19,8 +19,7 @@ const hold = path.join(dir, 'hold');
 before(async () => {
   browser = await launchBrowser();
   writeFileSync(hold, '');
-  process.env.K3_TEST_HOLD_PREFILL = hold;
-  try { daemon = await startDaemon('tiny', ['--prefill-mb', '0.25']); } finally { delete process.env.K3_TEST_HOLD_PREFILL; }
+  daemon = await startDaemon('tiny', ['--prefill-mb', '0.25', '--test-hold-prefill', hold]);
 });
 after(async () => {
   await browser?.close();

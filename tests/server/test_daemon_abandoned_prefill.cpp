@@ -1,6 +1,6 @@
 // No prefill paid twice (docs/agents.md, "No prefill paid twice"): the real `k3serve serve` on
 // the tiny model, a prompt read in many small chunks and held between two of them by the test
-// hook (K3_TEST_HOLD_PREFILL, docs/development.md). A client that leaves mid-prompt does not
+// hook (--test-hold-prefill, docs/development.md). A client that leaves mid-prompt does not
 // stop it: /v1/status shows the request abandoned and still being read, and the same request
 // sent again takes it over where it is (its cached_tokens count what the first attempt read);
 // when nobody comes back it is read to its end into the prompt cache, and a later request
@@ -45,14 +45,14 @@ bool held_mid_prompt(const json& r) {
 // then left by its client; the hold is still on. `left` is the running request as it was when
 // its client hung up (its id, and the prompt tokens read by then).
 struct LeftMidPrompt {
-    HoldFile hold{"K3_TEST_HOLD_PREFILL", "hold-abandoned-prefill"};
+    HoldFile hold{"hold-abandoned-prefill"};
     DaemonProcess d;
     httplib::Client status;
     json left;
 
     explicit LeftMidPrompt(const char* abandoned_prefill_s = "1800")
         : d({cached_model("tiny"), "--port", "0", "--threads", "1", "--parallel", "1", "--prefill-mb", "0.25",
-             "--abandoned-prefill-s", abandoned_prefill_s}),
+             "--abandoned-prefill-s", abandoned_prefill_s, "--test-hold-prefill", hold.file}),
           status(d.client()) {
         LoopbackSocket client(d.port());
         client.send(json_post("/v1/completions", completion_request(true).dump()));

@@ -1,6 +1,6 @@
 // Other streams during a prefill (docs/performance.md, "Other streams during a prefill"): the
 // real `k3serve serve` on the tiny model. A long prompt is held between its first two passes
-// (K3_TEST_HOLD_PREFILL); a short request arrives meanwhile. Its prompt, which one step finishes,
+// (--test-hold-prefill); a short request arrives meanwhile. Its prompt, which one step finishes,
 // goes before the rest of the long one, and from then on each step carries its next token and
 // at most --interleave-tokens of the long prompt: the long prompt's passes say so.
 #include <doctest/doctest.h>
@@ -42,10 +42,11 @@ int capped_passes(int total, int pass, int cap) {
 TEST_CASE("tiny model: a short request that arrives during a long prompt is answered after the pass under way, "
           "and the long prompt goes on beside its stream in passes of --interleave-tokens") {
     const std::string model = cached_model("tiny");
-    HoldFile between_passes("K3_TEST_HOLD_PREFILL", "hold-prefill");
+    HoldFile between_passes("hold-prefill");
     const int cap = 4;
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--prefill-mb", "0.25",
-                     "--interleave-tokens", std::to_string(cap), "--draft-max", "0"});
+                     "--interleave-tokens", std::to_string(cap), "--draft-max", "0", "--test-hold-prefill",
+                     between_passes.file});
     auto status = d.client();
     int pass = 0;
     REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));

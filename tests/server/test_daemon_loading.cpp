@@ -1,5 +1,5 @@
 // The daemon serves while the routed experts load (serve's default, --background-load): over real
-// HTTP on loopback, with the background reads held by the test hook (K3_TEST_HOLD_BACKGROUND_LOAD)
+// HTTP on loopback, with the background reads held by the test hook (--test-hold-background-load)
 // so requests deterministically run while experts are unread. /health and /metrics say loading,
 // then ready; completions are identical before and after the load finishes and to a daemon that
 // read everything first (--no-background-load); a read that fails makes /health 503 and the
@@ -63,7 +63,7 @@ TEST_CASE("serving while experts load: health and metrics say loading then ready
     }
 
     HoldBackgroundLoad hold;
-    DaemonProcess d({model, "--port", "0", "--threads", "1"});
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--test-hold-background-load", hold.file});
     auto c = d.client();
     auto health = c.Get("/health");
     REQUIRE(health);
@@ -103,7 +103,7 @@ TEST_CASE("serving while experts load: a failed expert read is a 500 naming the 
     std::filesystem::remove_all(model);
     std::filesystem::copy(cached_model("tiny"), model);
     HoldBackgroundLoad hold;
-    DaemonProcess d({model.string(), "--port", "0", "--threads", "1"});
+    DaemonProcess d({model.string(), "--port", "0", "--threads", "1", "--test-hold-background-load", hold.file});
     auto c = d.client();
     // Serving, the experts not read yet: now some of them cannot be.
     REQUIRE(cut_experts_after_trunk(model));

@@ -4,7 +4,7 @@
 // grammar_too_large naming the limit and its setting, counted in /metrics, and an enum within
 // the budgets is served, its output one of the enum's values whatever the random weights say.
 // That enum is compiled on its HTTP thread, never on the engine worker: another client's stream
-// gets its tokens while the compile is held open by the test hook K3_TEST_HOLD_GRAMMAR_COMPILE.
+// gets its tokens while the compile is held open by the test hook --test-hold-grammar-compile.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -116,8 +116,9 @@ size_t events_in(const std::string& received) {
 TEST_CASE("tiny model: a large enum compiles on its HTTP thread while another client's stream gets its tokens") {
     std::string model = cached_model("tiny");
     // The HTTP thread waits after compiling, before queueing the job, until hold.release().
-    HoldFile hold("K3_TEST_HOLD_GRAMMAR_COMPILE", "hold-grammar-compile");
-    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--draft-max", "0"});
+    HoldFile hold("hold-grammar-compile");
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--draft-max", "0",
+                     "--test-hold-grammar-compile", hold.file});
     auto c = d.client();
     auto props = c.Get("/props");
     REQUIRE(props);

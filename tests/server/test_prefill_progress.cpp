@@ -1,14 +1,11 @@
 // The real `k3serve serve` on the tiny model, a prompt evaluated in many small chunks: while it is
 // being read, /v1/status and /slots carry its prefill progress (done of total, rate, time left);
 // the count only goes up; by the first streamed token it is done == total. The daemon is held
-// between two chunks by its test hook (K3_TEST_HOLD_PREFILL, docs/development.md), so the test
+// between two chunks by its test hook (--test-hold-prefill, docs/development.md), so the test
 // reads it mid-prompt without racing it.
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -38,10 +35,11 @@ json running_prefill(httplib::Client& c) {
 
 TEST_CASE("tiny model: prefill progress on /v1/status and /slots moves chunk by chunk and is complete by the first token") {
     const std::string model = cached_model("tiny");
-    // (held before each prompt chunk after a prompt's first)
-    HoldFile hold("K3_TEST_HOLD_PREFILL", "hold-prefill");
+    // While it lives, the daemon stops before each prompt chunk after a prompt's first.
+    HoldFile hold("hold-prefill");
     // --prefill-mb 0.25: chunks of a few dozen tokens on the tiny model, so a 900-token prompt takes many.
-    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--prefill-mb", "0.25"});
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--prefill-mb", "0.25",
+                     "--test-hold-prefill", hold.file});
     auto status_client = d.client();
 
     const int total = 900;
@@ -123,14 +121,15 @@ TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metr
     // Streamed (a 1 MB trunk: 2 of 13 layers pinned, the rest through the ring; a 1 MB cache of
     // 81 of the 96 experts) with a pass budget of its own for about a dozen tokens: a pass is
     // sized from the slots the cache lends (docs/performance.md, "Prefill passes"). The daemon is
-    // held between the first two passes (K3_TEST_HOLD_PREFILL), then inside the second, before
-    // its middle layer (K3_TEST_HOLD_PASS, docs/development.md).
+    // held between the first two passes (--test-hold-prefill), then inside the second, before
+    // its middle layer (--test-hold-pass, docs/development.md).
     const std::string model = cached_model("tiny");
-    HoldFile between_passes("K3_TEST_HOLD_PREFILL", "hold-prefill");
-    HoldFile in_pass("K3_TEST_HOLD_PASS", "hold-pass");
+    HoldFile between_passes("hold-prefill");
+    HoldFile in_pass("hold-pass");
     in_pass.release();
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--trunk-gb", "0.001", "--cache-gb",
-                     "0.001", "--prefill-mb", "0.05"});
+                     "0.001", "--prefill-mb", "0.05", "--test-hold-prefill", between_passes.file, "--test-hold-pass",
+                     in_pass.file});
     auto status_client = d.client();
     // (the engine's counters reach /metrics once the idle worker has published them)
     int pass_tokens = 0;

@@ -2,8 +2,9 @@
 // once the trunk is read and the routed experts are read behind it. A step that needs an expert
 // not read yet reads it first, so every logit is bit-identical to a fully loaded engine's; a read
 // that fails fails the step that needs it with an IoError naming the file, never a wrong token;
-// Engine::weights_load() says how far the load got. The test hook K3_TEST_HOLD_BACKGROUND_LOAD
-// keeps the background reads from running, so the steps really run while experts are unread.
+// Engine::weights_load() says how far the load got. The test hook
+// MemoryOptions::hold_background_load keeps the background reads from running, so the steps
+// really run while experts are unread.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,10 +31,12 @@ std::vector<int32_t> prompt_for(int vocab) { return k3::test::spread_prompt(voca
 
 Outputs run(Engine& engine) { return k3::test::record_outputs(engine, prompt_for(engine.info().n_vocab), 3); }
 
-std::unique_ptr<Engine> load(const std::string& model, bool background) {
+// `hold`: the test hook's file (MemoryOptions::hold_background_load), "" for none.
+std::unique_ptr<Engine> load(const std::string& model, bool background, const std::string& hold = {}) {
     EngineOptions o;
     o.model_dir = model;
     o.memory.background_load = background;
+    o.memory.hold_background_load = hold;
     return Engine::load(o);
 }
 
@@ -62,7 +65,7 @@ TEST_CASE("steps run while the experts load give the logits of a fully loaded en
             want = run(*eager);
         }
         k3::test::HoldBackgroundLoad hold;
-        auto engine = load(model, true);
+        auto engine = load(model, true, hold.file);
         const WeightsLoad at_ready = engine->weights_load();
         CHECK(at_ready.loaded_bytes < at_ready.total_bytes);  // only the trunk
         Outputs got = run(*engine);
@@ -89,7 +92,7 @@ TEST_CASE("an expert whose background read fails fails the step that needs it, n
     std::filesystem::remove_all(model);
     std::filesystem::copy(k3::test::cached_model("tiny"), model);
     k3::test::HoldBackgroundLoad hold;
-    auto engine = load(model.string(), true);
+    auto engine = load(model.string(), true, hold.file);
     // The trunk is in memory; the experts behind the first shard's last trunk run are not, and
     // now never can be.
     REQUIRE(k3::test::cut_experts_after_trunk(model));

@@ -28,6 +28,10 @@ struct MemoryOptions {
     // (store/expert_share.h); a rank other than 0 holds no trunk. Set by the engine, not by users.
     int expert_rank = 0;
     int expert_ranks = 1;
+    // Test hook (docs/development.md "Tests wait on states"): with background_load, while the
+    // file this names exists the background reads stop after the trunk, so a test steps the
+    // engine while experts are unread (the steps read those they need). "" = none.
+    std::string hold_background_load;
 };
 
 struct EngineOptions {
@@ -41,6 +45,9 @@ struct EngineOptions {
     // The tower's RMSNorm epsilon: nn.RMSNorm without eps, which PyTorch >= 2.7 resolves to
     // 2^-23 and 2.4-2.6 to bf16's 2^-7 = 0.0078125 (docs/model.md "Image input").
     double vision_norm_eps = 1.1920928955078125e-7;
+    // Test hook (docs/development.md "Tests wait on states"): while the file this names exists, a
+    // pass of more than one token waits before its middle layer (until cancelled). "" = none.
+    std::string hold_pass;
 };
 
 // The default compute thread count: the number of physical cores (SMT siblings share the memory
