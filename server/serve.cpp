@@ -1,11 +1,15 @@
-// `k3serve serve`: start order, signals and shutdown of the daemon (house style 3.5, 3.6).
-//   1. parse the config (bad flag/config -> exit 2), set up logging;
-//   2. block SIGINT/SIGTERM in every thread and take them on one signal thread; lock memory
-//      (--mlock);
-//   3. bind HTTP and serve at once: /health and the UI answer, everything else 503 "loading";
-//   4. load tokenizer and engine (STATUS= to systemd), start the engine worker, READY=1;
-//   5. first signal: stop taking jobs, drain for --drain-timeout-s, cancel the rest, exit 0;
-//      a second signal exits at once with 130.
+// `k3serve serve`: start order, signals and shutdown of the daemon (docs/operations.md "The
+// daemon" and "Exit codes"), as the named steps serve_main takes:
+//   1. read_config (bad flag/config -> exit 2), setup_logging;
+//   2. take_signals: SIGINT/SIGTERM blocked in every thread and taken on one signal thread;
+//      lock_memory (--mlock);
+//   3. open_ports: bind HTTP and serve at once: /health and the UI answer, everything else 503
+//      "loading";
+//   4. load_model: tokenizer and engine (STATUS= to systemd), log_model;
+//   5. the engine worker (worker_options) and the liveness monitor (make_liveness), READY=1,
+//      watch_background_load;
+//   6. first signal: drain: stop taking jobs, drain for --drain-timeout-s, cancel the rest,
+//      exit 0; a second signal exits at once with 130.
 #include "serve.h"
 
 #include <signal.h>
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "settings/daemon_config.h"
@@ -130,10 +135,9 @@ ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
     return limits;
 }
 
-}  // namespace
-
-int serve_main(int argc, char** argv) {
-    DaemonConfig config;
+// Step 1: the config. Returns the exit code when serve ends here (--help: 0; a bad flag or
+// config file: its kind's code), else nothing.
+std::optional<int> read_config(int argc, char** argv, DaemonConfig& config) {
     try {
         bool help = false;
         config = parse_daemon_config(argc, argv, &help);
@@ -145,85 +149,78 @@ int serve_main(int argc, char** argv) {
         std::fprintf(stderr, "k3serve serve: %s\n", e.what());
         return exit_code_for(e.kind());
     }
-    setup_logging(config);
+    return std::nullopt;
+}
 
-    // Before any thread exists, so that every thread inherits the mask.
+// Step 2: SIGINT and SIGTERM blocked in every thread (so this runs before any thread exists:
+// threads inherit the mask) and taken on the signal thread. A client that hangs up is a failed
+// write, not a dead daemon (SIGPIPE ignored).
+void take_signals(ShutdownSignal& shutdown) {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead daemon
-    ShutdownSignal shutdown;
+    signal(SIGPIPE, SIG_IGN);
     start_signal_thread(shutdown, signals);
+}
 
-    // Before anything large is mapped or allocated: MCL_FUTURE covers what comes after.
-    if (config.mlock) {
-        const MemoryLock lock = lock_process_memory();
-        if (lock.locked) spdlog::info("{}", lock.detail);
-        else spdlog::warn("{}", lock.detail);
-    }
+// Step 2: --mlock, before anything large is mapped or allocated (MCL_FUTURE covers what comes
+// after).
+void lock_memory(const DaemonConfig& config) {
+    if (!config.mlock) return;
+    const MemoryLock lock = lock_process_memory();
+    if (lock.locked) spdlog::info("{}", lock.detail);
+    else spdlog::warn("{}", lock.detail);
+}
 
-    ServerState state(config);
-    state.start_time = (long long)std::time(nullptr);
-    spdlog::info("k3serve {} serve: effective config {}", K3_VERSION, dump(config.to_json()));
-
-    Router http(state);
-    int port = 0;
-    try {
-        port = http.bind(config.host, config.port);
-    } catch (const Error& e) {
-        spdlog::error("{}", e.what());
-        return exit_code_for(e.kind());
-    }
+// Step 3: the HTTP port and the agent port, answering at once (/health and the UI; the API
+// 503 "loading"; the agent port "drain" until the model is loaded, then the load weight).
+// Returns the HTTP port; throws k3::Error when a port cannot be bound (HTTP stopped again).
+int open_ports(const DaemonConfig& config, Router& http, AgentPort& agent) {
+    const int port = http.bind(config.host, config.port);
     http.start();
     spdlog::info("listening on http://{}:{} (API answers 503 until the model is loaded)", config.host, port);
-    // The agent port answers "drain" until the model is loaded, then the load weight.
-    AgentPort agent([&state] { return agent_reply(state); });
     if (config.agent_port >= 0) {
         try {
             const int agent_port = agent.start(config.host, config.agent_port);
             spdlog::info("agent-check: listening on {}:{}", config.host, agent_port);
-        } catch (const Error& e) {
-            spdlog::error("{}", e.what());
+        } catch (const Error&) {
             http.stop();
-            return exit_code_for(e.kind());
+            throw;
         }
     }
-    auto stop_http = [&] {
-        agent.stop();
-        http.stop();
-    };
+    return port;
+}
 
+// What step 4 loads, owned by serve_main and lent to the routes through ServerState.
+struct LoadedModel {
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<Engine> engine;
-    try {
-        notify_status("loading tokenizer");
-        state.set_status("loading tokenizer");
-        tokenizer = Tokenizer::load(config.model_dir);
-        notify_status("loading model");
-        engine = Engine::load(config.engine_options(), [&](const std::string& line) {
-            spdlog::info("load: {}", line);
-            state.set_status(line);
-            notify_status("loading: " + line);
-        });
-        state.info = engine->info();
-        state.engine = engine.get();
-        state.limits = model_limits(config, state.info);
-        state.limits.answer = answer_limit(*tokenizer, config.max_answer_mb);
-        state.tokenizer = tokenizer.get();
-    } catch (const Error& e) {
-        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
-        state.set_status(e.what());
-        state.phase = Phase::Failed;
-        stop_http();
-        return exit_code_for(e.kind());
-    } catch (const std::exception& e) {
-        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
-        state.phase = Phase::Failed;
-        stop_http();
-        return 1;
-    }
+};
+
+// Step 4: the tokenizer and the engine (progress to /v1/status and systemd's STATUS=), then
+// the limits the routes check. Throws what the load throws.
+LoadedModel load_model(const DaemonConfig& config, ServerState& state) {
+    LoadedModel m;
+    notify_status("loading tokenizer");
+    state.set_status("loading tokenizer");
+    m.tokenizer = Tokenizer::load(config.model_dir);
+    notify_status("loading model");
+    m.engine = Engine::load(config.engine_options(), [&](const std::string& line) {
+        spdlog::info("load: {}", line);
+        state.set_status(line);
+        notify_status("loading: " + line);
+    });
+    state.info = m.engine->info();
+    state.engine = m.engine.get();
+    state.limits = model_limits(config, state.info);
+    state.limits.answer = answer_limit(*m.tokenizer, config.max_answer_mb);
+    state.tokenizer = m.tokenizer.get();
+    return m;
+}
+
+void log_model(const DaemonConfig& config, const ServerState& state) {
     const ModelInfo& info = state.info;
     spdlog::info("model: {} ({})", info.name, info.shape);
     spdlog::info("kernels: {}", info.kernels);
@@ -233,70 +230,73 @@ int serve_main(int argc, char** argv) {
     spdlog::info("whole answers at most {} MiB (--max-answer-mb; the vocabulary's longest token is {} bytes in a JSON "
                  "string, {} as a logprobs bytes array)",
                  config.max_answer_mb, state.limits.answer.piece, state.limits.answer.piece_bytes);
+}
 
-    // The worker reports progress and I/O errors to the liveness monitor, which watches the
-    // engine's progress counter too and feeds systemd's watchdog while things move.
-    std::unique_ptr<Liveness> liveness;
-    WorkerOptions worker_options;
-    worker_options.n_ctx = state.limits.n_ctx;
-    worker_options.parallel = config.parallel;
-    worker_options.draft_max = config.draft_max;
-    worker_options.board = &state.board;
-    worker_options.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
-    worker_options.abandoned_prefill_s = config.abandoned_prefill_s;
-    worker_options.interleave_tokens = size_t(config.interleave_tokens);
-    worker_options.hold_prefill_file = config.test_hold_prefill;
-    worker_options.heartbeat = [&liveness] {
+// Step 5: the worker's options. It reports progress and I/O errors to the liveness monitor
+// (once `liveness` holds it), which watches the engine's progress counter too and feeds
+// systemd's watchdog while things move.
+WorkerOptions worker_options(const DaemonConfig& config, ServerState& state, const std::unique_ptr<Liveness>& liveness) {
+    WorkerOptions o;
+    o.n_ctx = state.limits.n_ctx;
+    o.parallel = config.parallel;
+    o.draft_max = config.draft_max;
+    o.board = &state.board;
+    o.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
+    o.abandoned_prefill_s = config.abandoned_prefill_s;
+    o.interleave_tokens = size_t(config.interleave_tokens);
+    o.hold_prefill_file = config.test_hold_prefill;
+    o.heartbeat = [&liveness] {
         if (liveness) liveness->beat();
     };
-    worker_options.on_io_error = [&liveness](const std::string& why) {
+    o.on_io_error = [&liveness](const std::string& why) {
         if (liveness) liveness->mark_unhealthy(why);
     };
-    worker_options.live = &state.live;
-    state.live.set_layer_counter([&engine] { return engine->progress(); }, info.n_layers);
-    EngineWorker worker(*engine, *tokenizer, state.queue, state.metrics, worker_options);
-    state.token_table = worker.token_table();
-    LivenessOptions liveness_options;
-    liveness_options.stuck_after_s = config.stuck_after_s;
-    liveness = std::make_unique<Liveness>([&worker] { return worker.busy(); }, [&engine] { return engine->progress(); },
-                                          liveness_options);
+    o.live = &state.live;
+    return o;
+}
+
+// Step 5: the liveness monitor over the worker and the engine.
+std::unique_ptr<Liveness> make_liveness(const DaemonConfig& config, EngineWorker& worker, Engine& engine) {
+    LivenessOptions options;
+    options.stuck_after_s = config.stuck_after_s;
+    auto liveness = std::make_unique<Liveness>([&worker] { return worker.busy(); },
+                                               [&engine] { return engine.progress(); }, options);
     if (liveness->watchdog_enabled()) spdlog::info("systemd watchdog on: pinging while the engine makes progress");
-    state.liveness = liveness.get();
-    liveness->start();
-    worker.start();
-    state.phase = Phase::Ready;
-    state.set_status("ready");
-    notify_ready("serving " + state.limits.model_name + " on " + config.host + ":" + std::to_string(port));
-    spdlog::info("ready: serving '{}' at http://{}:{}", state.limits.model_name, config.host, port);
-    std::thread load_watch;  // joined after shutdown is requested (it looks every 50 ms)
-    if (WeightsLoad w = engine->weights_load(); !w.complete()) {
-        spdlog::info("routed experts loading in the background ({:.2f} of {:.2f} GB read); requests are answered meanwhile",
-                     double(w.loaded_bytes) / 1e9, double(w.total_bytes) / 1e9);
-        // One line when they are all in (or the load failed), from a thread of its own.
-        load_watch = std::thread([&state, &shutdown] {
-            const auto t0 = Clock::now();
-            for (;;) {
-                if (shutdown.requested()) return;
-                WeightsLoad now = state.weights_load();
-                if (now.failures > 0) {
-                    spdlog::error("loading the routed experts failed: {} (requests that need them fail; restart the daemon)",
-                                  now.first_failure);
-                    return;
-                }
-                if (now.complete()) {
-                    spdlog::info("every routed expert is loaded ({:.2f} GB, {:.2f} s after ready)", double(now.total_bytes) / 1e9,
-                                 std::chrono::duration<double>(Clock::now() - t0).count());
-                    return;
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return liveness;
+}
+
+// After ready, while the routed experts load in the background: one line when they are all in
+// (or the load failed), from a thread of its own that looks every 50 ms and ends at shutdown.
+// Not joinable when everything was read before ready.
+std::thread watch_background_load(ServerState& state, ShutdownSignal& shutdown, const Engine& engine) {
+    const WeightsLoad w = engine.weights_load();
+    if (w.complete()) return {};
+    spdlog::info("routed experts loading in the background ({:.2f} of {:.2f} GB read); requests are answered meanwhile",
+                 double(w.loaded_bytes) / 1e9, double(w.total_bytes) / 1e9);
+    return std::thread([&state, &shutdown] {
+        const auto t0 = Clock::now();
+        for (;;) {
+            if (shutdown.requested()) return;
+            WeightsLoad now = state.weights_load();
+            if (now.failures > 0) {
+                spdlog::error("loading the routed experts failed: {} (requests that need them fail; restart the daemon)",
+                              now.first_failure);
+                return;
             }
-        });
-    }
+            if (now.complete()) {
+                spdlog::info("every routed expert is loaded ({:.2f} GB, {:.2f} s after ready)", double(now.total_bytes) / 1e9,
+                             std::chrono::duration<double>(Clock::now() - t0).count());
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
+}
 
-    shutdown.wait();
-    if (load_watch.joinable()) load_watch.join();
-
-    // Drain: refuse new work, let what is queued and running finish, then cancel the rest.
+// Step 6: refuse new work, let what is queued and running finish for --drain-timeout-s, then
+// cancel the rest; stop the worker and the monitor, and give the HTTP threads up to 2 s to
+// write the last events of their streams.
+void drain(const DaemonConfig& config, ServerState& state, EngineWorker& worker, Liveness& liveness) {
     state.phase = Phase::Draining;
     notify_stopping();
     state.queue.close();
@@ -311,12 +311,78 @@ int serve_main(int argc, char** argv) {
     }
     worker.join();
     state.live.set_layer_counter({}, 0);  // status reads from here on must not reach the engine
-    liveness->stop();
-    // Let the HTTP threads write the last events of their streams.
+    liveness.stop();
     auto write_until = Clock::now() + std::chrono::seconds(2);
     while (state.open_streams.load() > 0 && Clock::now() < write_until)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    stop_http();
+}
+
+}  // namespace
+
+// The steps of the head comment, in order.
+int serve_main(int argc, char** argv) {
+    DaemonConfig config;
+    if (std::optional<int> code = read_config(argc, argv, config)) return *code;
+    setup_logging(config);
+
+    ShutdownSignal shutdown;
+    take_signals(shutdown);
+    lock_memory(config);
+
+    ServerState state(config);
+    state.start_time = (long long)std::time(nullptr);
+    spdlog::info("k3serve {} serve: effective config {}", K3_VERSION, dump(config.to_json()));
+
+    Router http(state);
+    AgentPort agent([&state] { return agent_reply(state); });
+    int port = 0;
+    try {
+        port = open_ports(config, http, agent);
+    } catch (const Error& e) {
+        spdlog::error("{}", e.what());
+        return exit_code_for(e.kind());
+    }
+    auto stop_listening = [&] {
+        agent.stop();
+        http.stop();
+    };
+
+    LoadedModel model;
+    try {
+        model = load_model(config, state);
+    } catch (const Error& e) {
+        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
+        state.set_status(e.what());
+        state.phase = Phase::Failed;
+        stop_listening();
+        return exit_code_for(e.kind());
+    } catch (const std::exception& e) {
+        spdlog::error("cannot serve {}: {}", config.model_dir, e.what());
+        state.phase = Phase::Failed;
+        stop_listening();
+        return 1;
+    }
+    log_model(config, state);
+
+    Engine& engine = *model.engine;
+    std::unique_ptr<Liveness> liveness;
+    state.live.set_layer_counter([&engine] { return engine.progress(); }, state.info.n_layers);
+    EngineWorker worker(engine, *model.tokenizer, state.queue, state.metrics, worker_options(config, state, liveness));
+    state.token_table = worker.token_table();
+    liveness = make_liveness(config, worker, engine);
+    state.liveness = liveness.get();
+    liveness->start();
+    worker.start();
+    state.phase = Phase::Ready;
+    state.set_status("ready");
+    notify_ready("serving " + state.limits.model_name + " on " + config.host + ":" + std::to_string(port));
+    spdlog::info("ready: serving '{}' at http://{}:{}", state.limits.model_name, config.host, port);
+    std::thread load_watch = watch_background_load(state, shutdown, engine);
+
+    shutdown.wait();
+    if (load_watch.joinable()) load_watch.join();
+    drain(config, state, worker, *liveness);
+    stop_listening();
     spdlog::info("shut down cleanly ({} requests served)", state.metrics.requests(RequestOutcome::Ok));
     return 0;
 }
