@@ -2,7 +2,7 @@
 // that growing never copies what is already there (a std::string doubles: its old and new
 // buffers together are 3x the text while it moves) and handing it over frees each block as it
 // is copied out. Whole answers are built from these (openai/logprobs_text.h,
-// openai/choices_responder.h) so that their peak stays near twice their size (issue 21, row 6).
+// openai/choices_responder.h) so that their peak stays near twice their size (docs/operations.md).
 #pragma once
 #include <algorithm>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // A whole answer's logprobs, one choice's, written as JSON text token by token as they arrive
 // (openai/choices_responder.h), in the layouts of openai/response.h and with the bytes dump()
-// writes for them: each token's entry is made as a json value, dumped, and dropped, since a
-// tree of json values for every token of an n=16 answer costs ~10x its text (issue 21, row 6).
+// writes for them: each token's entry is made as a json value, dumped, and dropped, since a tree
+// of json values for every token of an n=16 answer costs ~10x its text (docs/operations.md).
 // nlohmann's compact dump of a value is the same alone as inside its array, so the text is
 // byte for byte what dump() of the whole tree gave.
 #pragma once

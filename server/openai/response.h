@@ -30,7 +30,7 @@ std::unique_ptr<Responder> make_openai_responder(const GenerationRequest& reques
 const char* finish_reason_name(FinishReason reason);
 // {id, object, created, model, system_fingerprint} of a completion, chat completion or chunk;
 // No "usage" in stream chunks: the schema's usage is an object, present once known (the
-// usage chunk at the end, ../shared/data/openai-openapi.json CreateChatCompletionStreamResponse).
+// usage chunk at the end; OpenAI's CreateChatCompletionStreamResponse, docs/api.md "Routes").
 json envelope(const ResponseIds& ids, const char* object);
 // The end of a completions/chat stream: the usage chunk (choices: []) if asked for, then [DONE].
 std::string stream_end(const ResponseIds& ids, const char* chunk_object, bool include_usage, const Usage& usage);

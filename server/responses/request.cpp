@@ -338,7 +338,7 @@ GenerationRequest parse_responses_request(const json& body, const Tokenizer& tok
         for (const char* key : {"effort", "summary"})
             if (rq->contains(key)) reasoning[key] = (*rq)[key];
     echo["reasoning"] = reasoning;
-    // The schema's `user` is a string or absent (../shared/data/openai-openapi.json, Response).
+    // OpenAI's schema has `user` a string or absent (docs/api.md "/v1/responses").
     if (const json* user = field(body, "user"); user && user->is_string()) echo["user"] = *user;
     return r;
 }

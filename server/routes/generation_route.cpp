@@ -133,8 +133,8 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
 // The job's grammar is compiled here, before the job is queued: its automaton's start and first
 // mask, the costly part for a large schema, within the request's budgets (one time budget with
 // the rules, made while parsing). The worker only runs it, so no request's grammar slows the
-// other streams (issue 21 row 4: compiled on the worker, an enum of 60,000 strings held them
-// all for 26-44 s). /metrics shows compiles in progress; the test hook holds one open while
+// other streams (compiled on the worker, an enum of 60,000 strings held them all for 26-44 s:
+// docs/performance.md "Compiling a schema"). /metrics shows compiles in progress; the hook holds one open while
 // the file --test-hold-grammar-compile names exists (docs/development.md).
 void GenerationRoute::compile_grammar(GenerationParams& params, const GrammarLimits& limits) {
     if (!params.grammar) return;

@@ -1,4 +1,4 @@
-// Bounded answers (issue 21, row 6; docs/operations.md "Bounded answers"): a whole, non-streamed
+// Bounded answers (docs/operations.md "Bounded answers"): a whole, non-streamed
 // answer is held in memory until its last token, so its size is bounded before the job is
 // queued. The bound scales with what was asked: n choices x max_tokens x the most bytes one token
 // can add to the body (its text, and its logprobs entry with top_logprobs alternatives), each

@@ -1,4 +1,4 @@
-// A bounded queue: a deque behind one mutex and two condition variables (house style 3.6). The
+// A bounded queue: a deque behind one mutex and two condition variables (docs/architecture.md). The
 // JobQueue from the HTTP threads to the engine worker is one (a full queue is an answer, 503 +
 // Retry-After, so its pushes do not wait); the way back is a JobChannel (job_channel.h), which
 // is bounded by bytes and never waits. Closing refuses new items; what is queued is still

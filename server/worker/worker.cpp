@@ -474,7 +474,7 @@ void EngineWorker::start_choice(Slot& slot, int choice) {
     rules.sampling.seed += uint64_t(choice);
     rules.adjustments = p.adjustments;
     // Compiled by the HTTP thread that queued the job: compiling here would hold every other
-    // stream (issue 21 row 4).
+    // stream (docs/performance.md "Compiling a schema").
     if (p.grammar && !p.compiled_grammar) throw Error(ErrorKind::Runtime, "the job's grammar was not compiled before it was queued");
     rules.grammar = p.compiled_grammar;
     if (!p.ignore_eos) rules.end_tokens.assign(end_ids_.begin(), end_ids_.end());

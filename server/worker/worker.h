@@ -1,4 +1,4 @@
-// EngineWorker: the one thread that owns the Engine and its Sessions (house style 3.6). It runs
+// EngineWorker: the one thread that owns the Engine and its Sessions (docs/operations.md). It runs
 // up to `parallel` jobs at once (continuous batching), one per slot, each slot with a Session of
 // its own; the engine's prompt cache is shared by all of them, so a job resumes from the longest
 // cached prefix of any earlier job. Each engine step evaluates the next token of every decoding
