@@ -8,7 +8,7 @@
 // The whole body is built as text (docs/operations.md "Bounded answers"): each token's logprobs
 // entry is appended as JSON text when it arrives, and the body is assembled once from the choices'
 // texts, each freed as it is copied. A tree of json values cost ~9-12x the answer's size (+85 MB
-// for a 7.1 MB n=16 answer); this peaks near twice it (tests/server/test_answer_memory.cpp).
+// for a 7.1 MB n=16 answer); this peaks near twice it (tests/server/openai/test_answer_memory.cpp).
 // The text is the bytes dump() gave for the tree: keys in nlohmann's sorted order, each value dumped alone.
 #pragma once
 #include <algorithm>

@@ -43,7 +43,7 @@ struct Hasher {
     }
 };
 
-// Who wrote the model: the k3serve binary's size and modification time.
+// Who wrote the model: the writer's (k3-test-make-model, or k3serve) size and modification time.
 std::string generator_identity(const std::string& bin) {
     std::error_code ec;
     const auto size = fs::file_size(bin, ec);
@@ -100,7 +100,9 @@ std::string cached_model(const std::string& preset, uint64_t seed) {
     fs::create_directories(cache);
     const std::string key = preset + "-" + std::to_string(seed);
     const fs::path dir = cache / key, manifest = cache / (key + ".manifest");
-    const std::string bin = env_or_throw("K3SERVE_BIN");
+    // The model writer: the tests' k3-test-make-model, or (a bench run by hand) k3serve's make-model.
+    const bool writer = !env_or("K3_MAKE_MODEL_BIN", "").empty();
+    const std::string bin = writer ? env_or_throw("K3_MAKE_MODEL_BIN") : env_or_throw("K3SERVE_BIN");
     const std::string generator = generator_identity(bin);
 
     FileLock lock(cache / (key + ".lock"));
@@ -110,8 +112,8 @@ std::string cached_model(const std::string& preset, uint64_t seed) {
     }
     fs::remove(manifest);
     fs::remove_all(dir);
-    const ProcessResult r = run_command(quoted(bin) + " make-model " + quoted(dir.string()) + " --preset " + preset +
-                                        " --seed " + std::to_string(seed));
+    const ProcessResult r = run_command(quoted(bin) + (writer ? " " : " make-model ") + quoted(dir.string()) +
+                                        " --preset " + preset + " --seed " + std::to_string(seed));
     if (r.exit_code != 0) throw std::runtime_error("make-model " + key + " failed:\n" + r.output);
     write_file(manifest, manifest_line(dir, generator));
     return dir.string();

@@ -1,7 +1,8 @@
-// Synthetic test models, written by the built k3serve (`make-model --preset P --seed S`) once and
-// shared by every test process under $K3_TEST_TMP/models/<preset>-<seed>. A cached model is
+// Synthetic test models, written once by $K3_MAKE_MODEL_BIN (k3-test-make-model: k3serve's
+// `make-model --preset P --seed S` without the server; `$K3SERVE_BIN make-model` when it is unset)
+// and shared by every test process under $K3_TEST_TMP/models/<preset>-<seed>. A cached model is
 // reused only when a hash of all its files matches the one recorded right after it was written
-// and it came from the same k3serve binary; otherwise (a crash half-way through, a file changed
+// and it came from the same writer binary; otherwise (a crash half-way through, a file changed
 // by hand, a rebuilt generator) it is written again. Making and checking happen under a file
 // lock, so test cases running side by side never see a half-written model.
 #pragma once
