@@ -119,6 +119,7 @@ ModelLimits model_limits(const DaemonConfig& config, const ModelInfo& info) {
     ModelLimits limits;
     limits.model_name = config.model_alias;
     limits.strict_model_name = config.strict_model_name;
+    limits.hosted_sampling = config.hosted_sampling;
     limits.new_turn_tool_required = config.new_turn_tool_choice == "required";
     limits.n_vocab = info.n_vocab;
     limits.images.vision = info.vision;

@@ -2,14 +2,13 @@
 
 namespace k3::xtml {
 
+// Only & and " (k3/xtml.h): the official encoder leaves < and > as they are.
 std::string escape_attribute(std::string_view value) {
     std::string out;
     out.reserve(value.size());
     for (char c : value) {
         switch (c) {
             case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
             case '"': out += "&quot;"; break;
             default: out += c;
         }
@@ -18,8 +17,7 @@ std::string escape_attribute(std::string_view value) {
 }
 
 std::string unescape_attribute(std::string_view value) {
-    static constexpr std::pair<std::string_view, char> kEntities[] = {
-        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}};
+    static constexpr std::pair<std::string_view, char> kEntities[] = {{"&amp;", '&'}, {"&quot;", '"'}};
     std::string out;
     out.reserve(value.size());
     for (size_t i = 0; i < value.size();) {

@@ -194,7 +194,7 @@ void translate_tool_choice(const json& c, json& chat) {
 }
 
 // thinking {enabled (budget_tokens) | adaptive | disabled} and output_config.effort -> K3's
-// thinking switch and effort (docs/api.md: K3 thinks at low, medium, high or max).
+// thinking switch and effort (docs/api.md "Thinking": medium thinks at high).
 void translate_thinking(const json& body, json& chat, GenerationRequest& r) {
     bool thinking = false;
     if (const json* t = field(body, "thinking")) {
@@ -303,7 +303,7 @@ int count_message_tokens(const json& body, const Tokenizer& tok, const ModelLimi
     ModelLimits unbounded = limits;
     unbounded.n_ctx = INT_MAX / 2;
     unbounded.max_prompt_tokens = INT_MAX / 2;
-    return int(parse_chat_request(chat, tok, unbounded).prompt.size());
+    return parse_chat_request(chat, tok, unbounded).reported_prompt_tokens();
 }
 
 }  // namespace k3::server

@@ -1,5 +1,6 @@
 #include "openai/request.h"
 
+#include <cmath>
 #include <random>
 #include <set>
 
@@ -214,56 +215,72 @@ std::string message_content(const json& m, size_t index, const ModelLimits& limi
         if ((type != "text" && type != "refusal") || !part.contains(key) || !part[key].is_string())
             throw bad_request(at, "only text and image_url content parts are supported", "unsupported_content");
         check_keys(part, {"type", key}, at);
+        // Each part is its own text segment (docs/model.md "Chat layout").
+        if (!text.empty() || !cm.images.empty()) cm.part_starts.push_back(text.size());
         text += part[key].get<std::string>();
     }
     return text;
 }
 
-// K3's efforts are low, medium, high and max. OpenAI's "minimal" has no K3 level: it means a little
-// thinking, so low (docs/model.md "Chat layout": never off); "xhigh" is max; "none" turns thinking
-// off.
-void apply_reasoning_effort(const std::string& effort, ChatOptions& o, const char* param) {
-    if (effort == "none") {
-        o.thinking = false;
-    } else if (effort == "low" || effort == "medium" || effort == "high" || effort == "max") {
-        o.thinking = true;
-        o.thinking_effort = effort;
-    } else if (effort == "minimal") {
-        o.thinking = true;
-        o.thinking_effort = "low";
-    } else if (effort == "xhigh") {
-        o.thinking = true;
-        o.thinking_effort = "max";
-    } else {
-        throw bad_request(param, std::string("'") + param + "' must be none, minimal, low, medium, high, xhigh or max, got \"" +
-                                     effort + "\"");
-    }
+// An effort as the APIs spell it -> K3's (docs/api.md "Thinking"): the encoder renders low,
+// high and max only; OpenAI's medium thinks at high, minimal at low, xhigh at max.
+std::string k3_effort(const std::string& effort, const std::string& param) {
+    if (effort == "low" || effort == "high" || effort == "max") return effort;
+    if (effort == "medium") return "high";
+    if (effort == "minimal") return "low";
+    if (effort == "xhigh") return "max";
+    throw bad_request(param, "'" + param + "' must be minimal, low, medium, high, xhigh or max, got \"" + effort + "\"");
 }
 
-// `thinking` (true/false or {"type":"enabled"|"disabled"}), `reasoning_effort` (see
-// apply_reasoning_effort) or chat_template_kwargs.thinking.
+// Thinking on or off and its effort, from the request fields in the order docs/api.md
+// ("Thinking") gives: on/off from chat_template_kwargs.thinking (or enable_thinking), else
+// thinking (a boolean, or an object: its type, absent meaning enabled), else reasoning_effort
+// (none: off, any other: on), else off; the effort from chat_template_kwargs.thinking_effort,
+// else thinking.effort, else reasoning_effort, else max.
 ChatOptions parse_thinking(const json& body) {
     ChatOptions o;
+    std::optional<bool> on;
+    std::optional<std::string> effort;
+    std::string effort_param;
+    if (const json* kw = field(body, "chat_template_kwargs")) {
+        if (!kw->is_object()) throw bad_request("chat_template_kwargs", "must be an object", "invalid_type");
+        check_keys(*kw, {"thinking", "enable_thinking", "thinking_effort"}, "chat_template_kwargs");
+        for (const char* k : {"enable_thinking", "thinking"})
+            if (auto b = get_bool(*kw, k)) on = *b;
+        if (auto e = get_string(*kw, "thinking_effort")) effort = *e, effort_param = "chat_template_kwargs.thinking_effort";
+    }
     if (const json* t = field(body, "thinking")) {
         if (t->is_boolean()) {
-            o.thinking = t->get<bool>();
+            if (!on) on = t->get<bool>();
         } else if (t->is_object()) {
-            check_keys(*t, {"type", "budget_tokens"}, "thinking");
+            for (auto it = t->begin(); it != t->end(); ++it)
+                if (it.key() != "type" && it.key() != "effort" && it.key() != "keep" && it.key() != "budget_tokens")
+                    throw bad_request("thinking." + it.key(), "unknown field 'thinking." + it.key() +
+                                                                  "' (thinking takes type, effort, keep and budget_tokens)");
             std::string type = string_field(*t, "type", "thinking.type");
-            if (type != "enabled" && type != "disabled")
-                throw bad_request("thinking", "'thinking.type' must be \"enabled\" or \"disabled\"");
-            o.thinking = type == "enabled";
+            if (!type.empty() && type != "enabled" && type != "disabled")
+                throw bad_request("thinking.type", "'thinking.type' must be \"enabled\" or \"disabled\"");
+            if (!on) on = type != "disabled";
+            // K3 keeps all past reasoning in the prompt: "all" is the only keep there is.
+            if (std::string keep = string_field(*t, "keep", "thinking.keep"); !keep.empty() && keep != "all")
+                throw bad_request("thinking.keep", "'thinking.keep' must be \"all\" (K3 keeps its past reasoning), got \"" + keep + "\"");
+            if (!effort)
+                if (auto e = get_string(*t, "effort")) effort = *e, effort_param = "thinking.effort";
         } else {
             throw bad_request("thinking", "'thinking' must be a boolean or {\"type\":\"enabled\"}", "invalid_type");
         }
     }
-    if (const json* kw = field(body, "chat_template_kwargs")) {
-        if (!kw->is_object()) throw bad_request("chat_template_kwargs", "must be an object", "invalid_type");
-        check_keys(*kw, {"thinking", "enable_thinking"}, "chat_template_kwargs");
-        for (const char* k : {"thinking", "enable_thinking"})
-            if (auto b = get_bool(*kw, k)) o.thinking = *b;
+    if (auto e = get_string(body, "reasoning_effort")) {
+        if (*e == "none") {
+            if (!on) on = false;
+        } else {
+            k3_effort(*e, "reasoning_effort");  // validated even when another field wins
+            if (!on) on = true;
+            if (!effort) effort = *e, effort_param = "reasoning_effort";
+        }
     }
-    if (auto effort = get_string(body, "reasoning_effort")) apply_reasoning_effort(*effort, o, "reasoning_effort");
+    o.thinking = on.value_or(false);
+    if (effort) o.thinking_effort = k3_effort(*effort, effort_param);
     return o;
 }
 
@@ -275,8 +292,8 @@ std::vector<ChatToolCall> assistant_calls(const json& m, const std::string& wher
         if (!f.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
         auto name = get_string(f, "name");
         if (!name) throw bad_request(at + ".name", "'" + at + ".name' is required", "missing_required_parameter");
-        auto arguments = get_string(f, "arguments").value_or("{}");
-        calls.push_back({*name, arguments});
+        auto arguments = get_string(f, "arguments").value_or("");
+        calls.push_back({*name, arguments, id});
         ids.emplace_back(std::move(id), *name);
     };
     if (const json* tc = field(m, "tool_calls")) {
@@ -300,8 +317,9 @@ std::vector<ChatToolCall> assistant_calls(const json& m, const std::string& wher
 // OpenAI message objects -> chat messages. Assistant messages may carry everything OpenAI's own
 // responses carry (refusal, annotations, audio, parsed, function_call, tool_calls), so the
 // SDKs' "push the reply and ask again" works; empty ones are ignored.
+// `dynamic_tools` collects the tools system messages declare (check_dynamic_tools), in order.
 std::vector<ChatMessage> parse_chat_messages(const json& messages, const ModelLimits& limits,
-                                            std::vector<std::shared_ptr<const PreparedImage>>& images) {
+                                            std::vector<std::shared_ptr<const PreparedImage>>& images, json& dynamic_tools) {
     std::vector<ChatMessage> chat;
     CallRegistry calls;
     for (size_t i = 0; i < messages.size(); ++i) {
@@ -320,14 +338,27 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages, const ModelLi
             check_keys(m, {"role", "content", "tool_call_id", "name"}, where);
         else if (cm.role == "function")
             check_keys(m, {"role", "content", "name"}, where);
-        else if (cm.role == "system" || cm.role == "user")
+        else if (cm.role == "system")
+            check_keys(m, {"role", "content", "name", "tools"}, where);
+        else if (cm.role == "user")
             check_keys(m, {"role", "content", "name"}, where);
         else
             throw bad_request(where + ".role",
                               "unsupported role '" + *role + "' (system, developer, user, assistant, tool, function)");
-        if (!field(m, "content") && cm.role != "assistant")
+        const json* own_tools = field(m, "tools");
+        if (own_tools && cm.role != "system")
+            throw bad_request(where + ".tools", "'tools' are only accepted on system and developer messages");
+        if (!field(m, "content") && cm.role != "assistant" && !own_tools)
             throw bad_request(where + ".content", "'" + where + ".content' is required", "missing_required_parameter");
         cm.content = message_content(m, i, limits, cm, images);
+        if (own_tools) {
+            // Dynamic tools (docs/api.md "Tool calling"): declared where the message stands.
+            json declared = check_dynamic_tools(*own_tools, where + ".tools");
+            if (!declared.empty() && !cm.content.empty())
+                throw bad_request(where + ".content", "a system message that declares 'tools' must have no content");
+            for (const auto& t : declared) dynamic_tools.push_back(t);
+            cm.tools_json = declared.dump(-1, ' ', false, json::error_handler_t::replace);
+        }
         if (cm.role != "tool") cm.name = get_string(m, "name").value_or("");
         if (cm.role == "assistant") {
             // Reasoning under either name (clients read and send back one or the other).
@@ -343,13 +374,15 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages, const ModelLi
         } else if (cm.role == "tool") {
             auto id = get_string(m, "tool_call_id");
             auto name = get_string(m, "name");
+            // The renderer puts a turn's results in call order by id and numbers them
+            // (docs/model.md "Chat layout"); the name is used only when the ids do not all match.
             if (id) {
-                std::tie(cm.tool_name, cm.tool_index) = calls.find(*id, where + ".tool_call_id");
+                calls.find(*id, where + ".tool_call_id");  // answers an earlier call, or a 400
+                cm.tool_call_id = *id;
+                if (name) cm.tool_name = *name;
             } else if (name && !name->empty()) {
-                // A result no call asked for (the Responses API's call-less function_call_output):
-                // index 0, which no call has, since a turn's calls count from 1.
+                // A result no call asked for (the Responses API's call-less function_call_output).
                 cm.tool_name = *name;
-                cm.tool_index = 0;
             } else {
                 throw bad_request(where + ".tool_call_id", "'" + where + ".tool_call_id' is required",
                                   "missing_required_parameter");
@@ -359,7 +392,7 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages, const ModelLi
             if (!name) throw bad_request(where + ".name", "'" + where + ".name' is required", "missing_required_parameter");
             cm.role = "tool";
             cm.name.clear();
-            std::tie(cm.tool_name, cm.tool_index) = calls.find_by_name(*name, where + ".name");
+            cm.tool_name = calls.find_by_name(*name, where + ".name").first;
         }
         chat.push_back(std::move(cm));
     }
@@ -415,6 +448,24 @@ GenerationRequest parse_completion_request(const json& body, const Tokenizer& to
 // requests carry the results of the calls its previous answer made; Claude Code may add a user
 // text block beside them, so the last message's role alone does not tell).
 namespace {
+// --hosted-sampling (docs/operations.md): Moonshot's API fixes a chat's sampling, so that
+// benchmark figures are comparable; the vendor verifier expects a 400 for anything else.
+void apply_hosted_sampling(const json& body, bool thinking, GenerationRequest& r) {
+    auto refuse = [](const char* key, const std::string& allowed) {
+        throw bad_request(key, std::string("'") + key + "' must be " + allowed + " on this server (--hosted-sampling)",
+                          "unsupported_parameter");
+    };
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };  // the sampler keeps floats
+    SamplingParams& s = r.params.sampling;
+    if (!field(body, "temperature")) s.temperature = thinking ? 1.0f : 0.6f;
+    else if (!near(s.temperature, 0.6) && !near(s.temperature, 1.0)) refuse("temperature", "0.6 or 1.0");
+    if (!field(body, "top_p")) s.top_p = 0.95f;
+    else if (!near(s.top_p, 0.95)) refuse("top_p", "0.95");
+    if (r.params.adjustments.presence_penalty != 0) refuse("presence_penalty", "0");
+    if (r.params.adjustments.frequency_penalty != 0) refuse("frequency_penalty", "0");
+    if (r.params.n != 1) refuse("n", "1");
+}
+
 bool starts_a_turn(const std::vector<ChatMessage>& chat) {
     for (auto m = chat.rbegin(); m != chat.rend() && m->role != "assistant"; ++m)
         if (m->role == "tool") return false;
@@ -436,9 +487,12 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     if (!messages->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");
     if (messages->empty()) throw bad_request("messages", "'messages' must not be empty");
     std::vector<std::shared_ptr<const PreparedImage>> images;
-    std::vector<ChatMessage> chat = parse_chat_messages(*messages, limits, images);
+    json dynamic_tools = json::array();
+    std::vector<ChatMessage> chat = parse_chat_messages(*messages, limits, images, dynamic_tools);
     ChatOptions options = parse_thinking(body);
-    ToolRequest tools = parse_chat_tools(body);
+    ToolRequest tools = parse_chat_tools(body, dynamic_tools);
+    options.response_format = response_format_prompt(body);
+    if (limits.hosted_sampling) apply_hosted_sampling(body, options.thinking, r);
     // --new-turn-tool-choice required: the turn's first request must call a tool, where the
     // grammar can hold every tool's schema; otherwise the request stays as the client sent it.
     std::shared_ptr<const Grammar> calls;
@@ -474,6 +528,7 @@ GenerationRequest parse_chat_request(const json& body, const Tokenizer& tok, con
     r.images = std::move(expanded.images);
     r.params.chat = true;
     r.params.thinking = reasoning_first;
+    r.uncounted_prompt_tokens = options.continue_final || !options.add_generation_prompt ? 0 : kGenerationOpenerTokens;
     // The grammar holds the response; with thinking on, free reasoning comes before it.
     if (r.params.grammar)
         r.params.grammar = std::make_shared<const Grammar>(r.params.grammar->chat_response(reasoning_first, limits.grammar));

@@ -65,7 +65,45 @@ void parse_tool_choice(const json& c, ToolRequest& tools, const std::string& whe
         throw bad_request(where, "'" + where + "' names '" + tools.forced + "', which is not among the declared tools");
 }
 
-ToolRequest parse_chat_tools(const json& body) {
+json check_dynamic_tools(const json& tools, const std::string& where) {
+    if (!tools.is_array()) throw bad_request(where, "'" + where + "' must be an array", "invalid_type");
+    static const std::regex valid_name("^[A-Za-z_][A-Za-z0-9_-]{0,255}$");
+    json out = json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& tool = tools[i];
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (!tool.is_object()) throw bad_request(at, "'" + at + "' must be an object", "invalid_type");
+        for (auto it = tool.begin(); it != tool.end(); ++it)
+            if (it.key() != "type" && it.key() != "function")
+                throw bad_request(at + "." + it.key(), "unknown field '" + it.key() + "' in '" + at + "' (type, function)");
+        if (!tool.contains("type") || tool["type"] != "function")
+            throw bad_request(at + ".type", "'" + at + ".type' must be \"function\"", "invalid_type");
+        const json* f = field(tool, "function");
+        if (!f || !f->is_object())
+            throw bad_request(at + ".function", "'" + at + ".function' must be an object", "missing_required_parameter");
+        json function = json::object();
+        for (auto it = f->begin(); it != f->end(); ++it)
+            if (!it->is_null()) function[it.key()] = *it;
+        for (auto it = function.begin(); it != function.end(); ++it)
+            if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
+                throw bad_request(at + ".function." + it.key(), "unknown field '" + it.key() + "' in '" + at +
+                                                                   ".function' (name, description, parameters, strict)");
+        if (!function.contains("name") || !function["name"].is_string() ||
+            !std::regex_match(function["name"].get<std::string>(), valid_name))
+            throw bad_request(at + ".function.name", "dynamic tool names are 1 to 256 characters of [A-Za-z_][A-Za-z0-9_-]*, got " +
+                                                         (function.contains("name") ? function["name"].dump() : std::string("none")));
+        if (function.contains("description") && !function["description"].is_string())
+            throw bad_request(at + ".function.description", "must be a string", "invalid_type");
+        if (function.contains("parameters") && !function["parameters"].is_object())
+            throw bad_request(at + ".function.parameters", "'parameters' must be a JSON schema object", "invalid_type");
+        if (function.contains("strict") && !function["strict"].is_boolean())
+            throw bad_request(at + ".function.strict", "must be true or false", "invalid_type");
+        out.push_back({{"type", "function"}, {"function", function}});
+    }
+    return out;
+}
+
+ToolRequest parse_chat_tools(const json& body, const json& dynamic) {
     ToolRequest t;
     const json* tools = field(body, "tools");
     const json* functions = field(body, "functions");
@@ -93,12 +131,16 @@ ToolRequest parse_chat_tools(const json& body) {
         for (size_t i = 0; i < functions->size(); ++i)
             t.tools.push_back(check_function_tool((*functions)[i], "functions[" + std::to_string(i) + "]"));
     }
-    for (const auto& tool : t.tools) {
-        std::string name = tool["function"]["name"];
-        if (std::find(t.names.begin(), t.names.end(), name) != t.names.end())
-            throw bad_request("tools", "the tool '" + name + "' is declared twice");
-        t.names.push_back(name);
-    }
+    t.dynamic = dynamic;
+    for (const json* list : {&t.tools, &t.dynamic})
+        for (const auto& tool : *list) {
+            std::string name = tool["function"]["name"];
+            if (std::find(t.names.begin(), t.names.end(), name) != t.names.end())
+                throw bad_request(list == &t.tools ? "tools" : "messages",
+                                  "the tool '" + name + "' is declared twice (names are unique across 'tools' and the "
+                                  "system messages' tools)");
+            t.names.push_back(name);
+        }
     const json* choice = field(body, "tool_choice");
     const json* legacy = field(body, "function_call");
     if (choice && legacy) throw bad_request("function_call", "send either 'tool_choice' or the legacy 'function_call', not both");
@@ -111,22 +153,32 @@ ToolRequest parse_chat_tools(const json& body) {
     return t;
 }
 
+namespace {
+// The global tools, then the dynamic ones: what a call may name.
+json all_tools(const ToolRequest& tools) {
+    json all = tools.tools;
+    for (const auto& t : tools.dynamic) all.push_back(t);
+    return all;
+}
+}  // namespace
+
 void apply_tools(const ToolRequest& tools, ChatOptions& options, GenerationParams& params) {
     if (!tools.any()) return;
-    options.tools_json = tools.tools.dump(-1, ' ', false, json::error_handler_t::strict);
-    options.tool_choice = tools.choice;
+    if (!tools.tools.empty()) options.tools_json = tools.tools.dump(-1, ' ', false, json::error_handler_t::strict);
+    // A named function renders nothing: constrained decoding alone holds the turn to it.
+    options.tool_choice = tools.forced.empty() ? tools.choice : ToolChoice::Auto;
     params.tools.enabled = tools.choice != ToolChoice::None;
     params.tools.declared = tools.forced.empty() ? tools.names : std::vector<std::string>{tools.forced};
     params.parallel_tool_calls = tools.parallel;
     params.tool_choice = tools.choice;
     params.forced_tool = tools.forced;
-    params.tools_json = options.tools_json;
+    params.tools_json = all_tools(tools).dump(-1, ' ', false, json::error_handler_t::strict);
 }
 
 std::shared_ptr<const Grammar> tool_call_grammar(const ToolRequest& tools, bool thinking, const GrammarLimits& limits) {
     if (!tools.any() || tools.choice != ToolChoice::Required) return nullptr;
     std::vector<ToolDeclaration> declarations;
-    for (const auto& tool : tools.tools) {
+    for (const auto& tool : all_tools(tools)) {
         const json& f = tool["function"];
         std::string name = f["name"];
         if (!tools.forced.empty() && name != tools.forced) continue;

@@ -19,7 +19,8 @@ using json = nlohmann::json;
 
 struct ToolRequest {
     json tools = json::array();       // [{"type":"function","function":{name, description?, parameters?, strict?}}]
-    std::vector<std::string> names;   // declared, in order
+    json dynamic = json::array();     // the same, declared by system messages (callable, declared where they stand)
+    std::vector<std::string> names;   // declared, in order: the global ones, then the dynamic ones
     ToolChoice choice = ToolChoice::Auto;
     std::string forced;               // a named tool_choice: the one tool to call
     bool parallel = true;
@@ -27,7 +28,13 @@ struct ToolRequest {
 };
 
 // Chat-completions fields: tools/functions, tool_choice/function_call, parallel_tool_calls.
-ToolRequest parse_chat_tools(const json& body);
+// `dynamic` are the tools the messages declare (check_dynamic_tools): callable like the others.
+ToolRequest parse_chat_tools(const json& body, const json& dynamic = json::array());
+// A system message's `tools` (dynamic tools), as the hosted API takes them (docs/api.md "Tool
+// calling"): an array of {"type":"function","function":{name, ...}} with names of
+// [A-Za-z_][A-Za-z0-9_-]*, at most 256 characters; null-valued function fields dropped. A 400
+// naming `where` otherwise.
+json check_dynamic_tools(const json& tools, const std::string& where);
 // One function tool in the chat layout, validated ({"type":"function","function":{...}}).
 // `where` names the field in errors.
 json check_function_tool(const json& function, const std::string& where);

@@ -106,6 +106,7 @@ void GenerationRoute::generate(const httplib::Request& req, httplib::Response& r
     job->id = state_.next_job_id++;
     job->prompt = std::move(g.prompt);
     job->images = std::move(g.images);
+    job->uncounted_prompt_tokens = g.uncounted_prompt_tokens;
     job->params = std::move(g.params);
     job->cache_partition = prompt_cache_partition(config(), req);
     job->finish_abandoned_prefill = config().abandoned_prefill_s > 0;

@@ -35,7 +35,8 @@ json tokenize_chat(const json& body, const Tokenizer& tok, const ModelLimits& li
         else tokens.push_back(shown);
     }
     for (const PromptImage& im : g.images) images.push_back({{"position", im.position}, {"rows", im.rows}});
-    return {{"tokens", tokens}, {"count", g.prompt.size()}, {"images", images}};
+    // count is usage.prompt_tokens' count: without the generation opener (the last 3 tokens).
+    return {{"tokens", tokens}, {"count", g.reported_prompt_tokens()}, {"images", images}};
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ inline MemoryOptions serve_memory_defaults() {
 struct DaemonConfig {
     std::string model_dir;
     std::string model_alias;          // name in /v1/models and responses ("" = directory name)
+    bool hosted_sampling = false;     // Moonshot's hosted sampling constraints on chat requests
     bool strict_model_name = false;   // a request naming another model is a 404 (default: served)
     std::string new_turn_tool_choice = "auto";  // "required": a turn's first request with tools must call one
     std::string host = "127.0.0.1";

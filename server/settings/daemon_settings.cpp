@@ -297,6 +297,11 @@ const std::vector<DaemonSetting>& daemon_settings() {
         int_setting("n_ctx", "N", "context size in tokens, 0 = min(model maximum, 32768) (default 0)", field(&D::n_ctx), 0,
                     1L << 30),
         string_setting("model_alias", "NAME", "model id to report (default: the directory name)", field(&D::model_alias)),
+        bool_setting("hosted_sampling",
+                     "hold chat requests to Moonshot's hosted sampling, to reproduce its published figures: "
+                     "temperature 1.0 with thinking, 0.6 without (either may be sent), top_p 0.95, no presence or "
+                     "frequency penalty, n 1; other values are a 400 (default false: any sampling)",
+                     field(&D::hosted_sampling)),
         bool_setting("strict_model_name",
                      "refuse requests naming another model with a 404 (default false: any name is served by the loaded "
                      "model and echoed back)",

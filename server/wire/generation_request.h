@@ -5,6 +5,7 @@
 // owns every error body and HTTP status. No sockets in here: the routes call these and own the
 // connections.
 #pragma once
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ struct ModelLimits {
     // --strict-model-name: a request naming another model is a 404. Otherwise any name is
     // served by the one loaded model and echoed back (agents hard-code names like gpt-5).
     bool strict_model_name = false;
+    // --hosted-sampling: chat sampling held to Moonshot's hosted values (docs/operations.md).
+    bool hosted_sampling = false;
     // --new-turn-tool-choice required: tool_choice auto becomes required on a turn's first
     // request (docs/api.md, "Tools"; docs/agents.md).
     bool new_turn_tool_required = false;
@@ -65,6 +68,10 @@ struct GenerationRequest {
     std::string echo_text;
     std::string model;          // as reported back: the name the client sent, else the served id
     MaxTokensClamp clamp;
+    // The prompt's last tokens that usage.prompt_tokens leaves out: a chat's generation opener
+    // (k3::kGenerationOpenerTokens), as the hosted API counts (docs/api.md "Thinking").
+    int uncounted_prompt_tokens = 0;
+    int reported_prompt_tokens() const { return std::max(0, int(prompt.size()) - uncounted_prompt_tokens); }
     bool hide_reasoning = false;  // Messages: thinking.display "omitted" (the text rides in the signature)
     std::vector<std::string> tool_namespaces;  // /v1/responses: namespace tools offered as "NS.name"
     json responses_echo;        // /v1/responses: the request settings the response object repeats

@@ -89,4 +89,17 @@ std::shared_ptr<const Grammar> parse_response_format(const json& body, const nlo
     return compile_schema(schema, text, "response_format.json_schema.schema", limits);
 }
 
+ChatResponseFormat response_format_prompt(const json& body) {
+    if (const json* top = field(body, "json_schema")) return {"json_schema", top->dump()};
+    const json* rf = field(body, "response_format");
+    if (!rf || !rf->is_object()) return {};
+    const std::string type = rf->value("type", "");
+    if (type == "json_object") return {type, ""};
+    if (type != "json_schema") return {};
+    const json& js = (*rf)["json_schema"];
+    if (const json* schema = field(js, "schema")) return {type, schema->dump()};
+    if (const json* schema = field(js, "json_schema")) return {type, schema->dump()};
+    return {type, js.dump()};
+}
+
 }  // namespace k3::server

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "k3/chat.h"
 #include "k3/grammar.h"
 
 namespace k3::server {
@@ -18,5 +19,11 @@ namespace k3::server {
 // over one of `limits` is a GrammarRefusal (400 grammar_too_large).
 std::shared_ptr<const Grammar> parse_response_format(const nlohmann::json& body, const nlohmann::ordered_json* schemas,
                                                      const GrammarLimits& limits = {});
+
+// What the prompt tells the model about the same field (docs/model.md "Chat layout"): the
+// format's type and, for json_schema, its `schema` (else its `json_schema`, else the whole
+// json_schema object; llama-server's top-level `json_schema` is the schema). Call after
+// parse_response_format accepted the body.
+ChatResponseFormat response_format_prompt(const nlohmann::json& body);
 
 }  // namespace k3::server

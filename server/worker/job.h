@@ -57,6 +57,8 @@ struct Job {
     uint64_t id = 0;
     std::vector<int32_t> prompt;
     std::vector<PromptImage> images;  // the prompt's images (Session::set_prompt_images)
+    // The prompt's last tokens that usage does not report (the chat's generation opener).
+    int uncounted_prompt_tokens = 0;
     GenerationParams params;
     uint64_t cache_partition = 0;        // the prompt cache's, from the API key (routes/request_gate.h)
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();

@@ -25,6 +25,14 @@ constexpr auto kBoardInterval = std::chrono::milliseconds(200);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The usage a response reports: the prompt without the chat's generation opener, as the hosted
+// API counts it (docs/api.md "Thinking", usage); the cached share within it.
+Usage reported_usage_of(Usage usage, int uncounted) {
+    usage.prompt_tokens = std::max(0, usage.prompt_tokens - uncounted);
+    usage.cached_tokens = std::min(usage.cached_tokens, usage.prompt_tokens);
+    return usage;
+}
+
 JobEvent failure_event(FailureKind kind, const std::string& message, const Usage& usage) {
     JobEvent e;
     e.kind = JobEvent::Kind::Error;
@@ -438,7 +446,7 @@ void EngineWorker::finish_ok(Slot& slot) {
         slot.finish_reason = FinishReason::ToolCalls;
     done.finish_reason = slot.finish_reason;
     done.stop_sequence = slot.stop->matched();
-    done.usage = slot.usage;
+    done.usage = reported_usage_of(slot.usage, slot.job->uncounted_prompt_tokens);
     if (last_choice) {
         metrics_.count_request(RequestOutcome::Ok);
         Session& session = *slot.session;
@@ -581,7 +589,7 @@ bool EngineWorker::emit(Job& job, JobEvent event) {
 
 void EngineWorker::fail(Slot& slot, FailureKind kind, const std::string& message) {
     metrics_.count_request(outcome_of(kind));
-    JobEvent event = failure_event(kind, message, slot.usage);
+    JobEvent event = failure_event(kind, message, reported_usage_of(slot.usage, slot.job->uncounted_prompt_tokens));
     retire(slot, std::move(event));
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat_expect.h"
 #include "k3/chat.h"
 #include "k3/error.h"
 #include "tokenizer/tokenizer_fixtures.h"
@@ -22,21 +23,8 @@ const Tokenizer& tok() {
     return *t;
 }
 
-struct Expect {
-    Ids ids = {};
-    Expect& S(const char* special) {
-        ids.push_back(*tok().special_id(special));
-        return *this;
-    }
-    Expect& T(const std::string& text) {
-        Ids t = tok().encode(text, false);
-        ids.insert(ids.end(), t.begin(), t.end());
-        return *this;
-    }
-    // <|open|>TAG<|sep|> and <|close|>TAG<|sep|>
-    Expect& O(const std::string& tag) { return S("<|open|>").T(tag).S("<|sep|>"); }
-    Expect& C(const std::string& tag) { return S("<|close|>").T(tag).S("<|sep|>"); }
-    Expect& end_message() { return C("message").S("<|end_of_msg|>"); }
+struct Expect : ChatExpect {
+    Expect() : ChatExpect{::tok()} {}
 };
 
 const std::string kTools =
@@ -53,21 +41,17 @@ ChatMessage user(std::string text) { return message("user", std::move(text)); }
 
 }  // namespace
 
-TEST_CASE("tools: declaration first, tool choice after the last user turn, exact ids") {
+TEST_CASE("tools: declaration first, tool choice after all messages, exact ids") {
     std::vector<ChatMessage> msgs = {message("system", "Be brief."), user("Weather in Paris?")};
     ChatOptions opt;
     opt.tools_json = kTools;
     opt.tool_choice = ToolChoice::Required;
     Expect e;
-    e.O("message role=\"system\" type=\"tool-declare\"")
-        .T("# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n" + kTools + "\n```")
-        .end_message();
-    e.O("message role=\"system\"").T("Be brief.").end_message();
-    e.O("message role=\"user\"").T("Weather in Paris?").end_message();
-    e.O("message role=\"system\" type=\"tool-choice\"")
-        .T("The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.")
-        .end_message();
-    e.O("message role=\"assistant\"").O("response");
+    e.system("tool-declare", "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n" + kTools + "\n```");
+    e.M("system").T("Be brief.").end_message();
+    e.M("user").T("Weather in Paris?").end_message();
+    e.system("tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
+    e.M("assistant").O("response");
     CHECK(render_chat(tok(), msgs, opt) == e.ids);
 
     opt.tool_choice = ToolChoice::None;
@@ -81,44 +65,39 @@ TEST_CASE("tools: history with calls and results renders in K3's format, exact i
     ChatMessage call;
     call.role = "assistant";
     call.content = "Checking.";
-    call.tool_calls = {{"get_weather", R"({"city":"Paris & \"Nice\"","days":3})"}, {"get_time", "{}"}};
+    call.tool_calls = {{"get_weather", R"({"city":"Paris & \"Nice\"","days":3})", "c1"}, {"get_time", "{}", "c2"}};
     ChatMessage result;
     result.role = "tool";
     result.content = "{\"temp\":21}";
-    result.tool_name = "get_weather";
-    result.tool_index = 1;
+    result.tool_call_id = "c1";
     std::vector<ChatMessage> msgs = {user("Weather?"), call, result};
     ChatOptions opt;
     opt.tools_json = kTools;
-    opt.tool_choice = ToolChoice::Required;  // after the last user turn, before the call
+    opt.tool_choice = ToolChoice::Required;  // after all messages: after the result
     Ids ids = render_chat(tok(), msgs, opt);
     Expect e;
-    e.O("message role=\"system\" type=\"tool-declare\"")
-        .T("# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n" + kTools + "\n```")
-        .end_message();
-    e.O("message role=\"user\"").T("Weather?").end_message();
-    e.O("message role=\"system\" type=\"tool-choice\"")
-        .T("The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.")
-        .end_message();
-    e.O("message role=\"assistant\"").O("response").T("Checking.").C("response");
+    e.system("tool-declare", "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n" + kTools + "\n```");
+    e.M("user").T("Weather?").end_message();
+    e.M("assistant").O("response").T("Checking.").C("response");
     e.O("tools");
-    e.O("call tool=\"get_weather\" index=\"1\"");
-    e.O("argument key=\"city\" type=\"string\"").T("Paris & \"Nice\"").C("argument");
-    e.O("argument key=\"days\" type=\"number\"").T("3").C("argument");
+    e.O("call", {{"tool", "get_weather"}, {"index", "1"}});
+    e.O("argument", {{"key", "city"}, {"type", "string"}}).T("Paris & \"Nice\"").C("argument");
+    e.O("argument", {{"key", "days"}, {"type", "number"}}).T("3").C("argument");
     e.C("call");
-    e.O("call tool=\"get_time\" index=\"2\"").C("call");
+    e.O("call", {{"tool", "get_time"}, {"index", "2"}}).C("call");
     e.C("tools").end_message();
-    e.O("message role=\"tool\" tool=\"get_weather\" index=\"1\"").T("{\"temp\":21}").end_message();
-    e.O("message role=\"assistant\"").O("response");
+    e.M("tool", {{"tool", "get_weather"}, {"index", "1"}}).T("{\"temp\":21}").end_message();
+    e.system("tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
+    e.M("assistant").O("response");
     CHECK(ids == e.ids);
 
-    // Attribute values are escaped; arguments that are not an object are refused.
-    call.tool_calls = {{"a\"b", "{}"}};
+    // Attribute values escape & and " only; arguments that are JSON but not an object are refused.
+    call.tool_calls = {{"a\"b<c>", "{}"}};
     msgs = {user("x"), call};
-    CHECK(tok().decode(render_chat(tok(), msgs, {})).find("call tool=\"a&quot;b\" index=\"1\"") != std::string::npos);
+    CHECK(tok().decode(render_chat(tok(), msgs, {})).find("call tool=\"a&quot;b<c>\" index=\"1\"") != std::string::npos);
     call.tool_calls = {{"f", "[1,2]"}};
     msgs = {user("x"), call};
-    CHECK_THROWS_WITH_AS(render_chat(tok(), msgs, {}), doctest::Contains("not a JSON object"), Error);
+    CHECK_THROWS_WITH_AS(render_chat(tok(), msgs, {}), doctest::Contains("not an object"), Error);
 }
 
 namespace {

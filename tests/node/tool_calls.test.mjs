@@ -142,7 +142,7 @@ test('history as the SDKs send it back: empty fields accepted, unknown ones stil
   const tolerant = await client.chat.completions.create({ model: 'fake', max_tokens: 2,
     messages: [{ role: 'user', content: [{ type: 'text', text: 'x', annotations: [] }], refusal: null, colour: 'red' }] });
   assert.equal(tolerant.choices[0].message.role, 'assistant');
-  // reasoning_effort: OpenAI's default "medium" is a K3 effort; "minimal" thinks a little (low),
+  // reasoning_effort: OpenAI's default "medium" thinks at high, "minimal" a little (low);
   // it does not turn thinking off. Both answer with a reasoning_content field (thinking on).
   for (const effort of ['medium', 'minimal']) {
     const r = await client.chat.completions.create({ model: 'fake', messages: ask, reasoning_effort: effort, temperature: 0 });

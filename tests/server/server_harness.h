@@ -48,6 +48,7 @@ public:
         state.limits.n_ctx = state.config.n_ctx > 0 ? state.config.n_ctx : engine.info().n_ctx_max;
         state.limits.max_prompt_tokens = state.limits.n_ctx - 1;
         state.limits.new_turn_tool_required = state.config.new_turn_tool_choice == "required";
+        state.limits.hosted_sampling = state.config.hosted_sampling;
         state.limits.grammar = state.config.grammar_limits();
         state.tokenizer = &tokenizer;
         state.limits.answer = answer_limit(tokenizer, state.config.max_answer_mb);

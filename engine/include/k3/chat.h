@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "k3/tokenizer.h"
@@ -16,8 +17,15 @@ namespace k3 {
 
 // One call in an assistant turn of the history.
 struct ChatToolCall {
+    ChatToolCall() = default;
+    ChatToolCall(std::string name_, std::string arguments_, std::string id_ = {})
+        : name(std::move(name_)), arguments(std::move(arguments_)), id(std::move(id_)) {}
     std::string name;
-    std::string arguments;  // a JSON object, as text
+    // As the client sent it: a JSON object (rendered one argument element per member), empty or
+    // blank (no arguments), or text that is not JSON (rendered whole in one json element). JSON
+    // that is not an object is refused.
+    std::string arguments;
+    std::string id;  // tool_calls[].id: the tool results after the turn are put in call order by it
 };
 
 // An image in a user message: the renderer writes its framing (k3/xtml.h) at byte `offset` of the
@@ -29,34 +37,57 @@ struct ChatImage {
 };
 
 struct ChatMessage {
-    std::string role;               // "system", "user", "assistant" or "tool"
-    std::string content;
+    std::string role;               // "system", "developer" (rendered as system), "user", "assistant" or "tool"
+    std::string content;            // the text parts, concatenated
+    // Byte offsets in `content` where a text part after the first begins: each part is its own
+    // text segment, so a part boundary is a token boundary (ascending).
+    std::vector<size_t> part_starts;
     std::string reasoning_content;  // assistant turns only, used when thinking is on
     std::vector<ChatToolCall> tool_calls;  // assistant turns
     std::string name;               // optional ` name="..."` attribute (system, user, assistant)
-    std::string tool_name;          // role "tool": the called tool's name ...
-    int tool_index = 0;             // ... and the call's 1-based index in its assistant turn
+    // role "tool": the call it answers, and the name the client gave the result (used when the
+    // results after a turn cannot all be matched to its calls by id).
+    std::string tool_call_id;
+    std::string tool_name;
+    // system (or developer) turns: the message's own tools, as a JSON array text; non-empty
+    // replaces the message by their declaration where it stands (its content is not rendered).
+    std::string tools_json;
     std::vector<ChatImage> images;  // user turns only (another role with images is refused); offsets ascending
 };
 
 enum class ToolChoice { Auto, None, Required };
 
+// What the response must be, told to the model in a system message after the tool choice.
+struct ChatResponseFormat {
+    std::string type;         // "" (free text), "json_object" or "json_schema"
+    std::string schema_json;  // json_schema: the schema, as JSON text
+};
+
 struct ChatOptions {
     bool thinking = false;
-    std::string thinking_effort = "max";  // low | medium | high | max
+    std::string thinking_effort = "max";  // low | high | max (the encoder renders no other)
     bool add_generation_prompt = true;
     // The last message is an assistant answer to be continued (a stopped or truncated one): it is
     // rendered open, its response channel not closed, and no generation prompt follows, so the
     // model's next tokens extend its text. Refused unless that message is an assistant turn
     // without tool calls.
     bool continue_final = false;
-    // The request's tools as one JSON array text (compact, keys sorted); empty: no tools.
+    // The request's tools as one JSON array text; empty: no tools. Rendered with keys sorted,
+    // compact, null-valued function fields dropped.
     std::string tools_json;
-    ToolChoice tool_choice = ToolChoice::Auto;  // rendered after the last user turn unless Auto
+    // Rendered after all messages: None and Required say so; Auto (and a named function, which
+    // only constrained decoding enforces) render nothing.
+    ToolChoice tool_choice = ToolChoice::Auto;
+    ChatResponseFormat response_format;
 };
 
-// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort, a bad tool call, or images
-// outside user turns. Each image becomes its framing with one <|media_pad|>, in order
+// The generation prompt's last element, <|open|>think<|sep|> or <|open|>response<|sep|>: the
+// tokens the hosted API leaves out of usage.prompt_tokens (docs/api.md).
+inline constexpr int kGenerationOpenerTokens = 3;
+
+// Throws k3::Error(ErrorKind::Usage) for an unknown role or effort, tool-call arguments that
+// are JSON but not an object, tools on a message other than system, or images outside user
+// turns. Each image becomes its framing with one <|media_pad|>, in order
 // (expand_image_pads in k3/image_prompt.h gives it its rows).
 std::vector<int32_t> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  const ChatOptions& options);

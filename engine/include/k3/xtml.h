@@ -1,6 +1,6 @@
-// Every literal of K3's XTML chat format in one table (docs/model.md "Chat layout" and
-// xtml-tools.md). Strings marked [unconfirmed] come from third-party fixtures, not from the
-// official encoder: if one turns out wrong, the correction is here and only here. Used by the
+// Every literal of K3's XTML chat format in one table (docs/model.md "Chat layout", checked
+// against the official encoder). The two strings marked [unconfirmed] are inferred, not read in
+// the encoder: if one turns out wrong, the correction is here and only here. Used by the
 // renderer, the output parser and the tool-call grammar.
 #pragma once
 #include <string>
@@ -40,24 +40,51 @@ inline constexpr std::string_view kToolAttr = "tool";
 inline constexpr std::string_view kIndexAttr = "index";
 inline constexpr std::string_view kKeyAttr = "key";
 inline constexpr std::string_view kTypeAttr = "type";
-inline constexpr std::string_view kNameAttr = "name";  // on system/user/assistant messages [unconfirmed]
+inline constexpr std::string_view kRoleAttr = "role";
+inline constexpr std::string_view kNameAttr = "name";  // on system/user/assistant messages
 
-// The tool-declaration system message [unconfirmed]: the body is kToolsPreamble + the tools
-// array (compact JSON, keys sorted at every depth) + kToolsPostamble.
+// Internal system messages: <|open|>message role="system" type="TYPE"<|sep|>BODY<|close|>...
+inline constexpr std::string_view kRoleSystem = "system";
+inline constexpr std::string_view kRoleAssistant = "assistant";
+inline constexpr std::string_view kRoleTool = "tool";
+
+// The tool-declaration system message: the body is kToolsPreamble + the tools array (compact
+// JSON, keys sorted at every depth) + kToolsPostamble.
 inline constexpr std::string_view kToolDeclareType = "tool-declare";
 inline constexpr std::string_view kToolsPreamble =
     "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n";
 inline constexpr std::string_view kToolsPostamble = "\n```";
+// A system message's own tools (dynamic tools, declared where the message stands): the body
+// is kDynamicToolsPreamble + that message's tools array + kToolsPostamble. Its type attribute
+// is kToolDeclareType [unconfirmed: the body is the encoder's, the type is inferred].
+inline constexpr std::string_view kDynamicToolsPreamble =
+    "## New Tools Available\nThe system dynamically extends the toolset via lazy-loading.\n"
+    "You have access to all existing and extended tools.\nHere are the specs for the extended tools.\n\n```json\n";
 
-// The tool-choice system message after the last user turn [unconfirmed].
+// The tool-choice system message after all messages ("auto" and a named function: none).
 inline constexpr std::string_view kToolChoiceType = "tool-choice";
 inline constexpr std::string_view kToolChoiceRequired =
     "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.";
 inline constexpr std::string_view kToolChoiceNone =
     "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.";
 
-// The thinking-effort system message (docs/model.md "Chat layout").
+// The response-format system message, after the tool choice: response_format_text(TYPE), and
+// for json_schema kResponseFormatSchemaPreamble + the schema (compact, keys sorted) +
+// kToolsPostamble. Its type attribute [unconfirmed: the body is the encoder's, the type is
+// inferred from the other internal messages' names].
+inline constexpr std::string_view kResponseFormatType = "response-format";
+inline std::string response_format_text(std::string_view type) {
+    return "The system is invoked with `response_format=" + std::string(type) +
+           "`.\nYour response must be raw JSON data without markdown code blocks (```json) or any additional "
+           "formatting.";
+}
+inline constexpr std::string_view kResponseFormatSchemaPreamble =
+    "\nThe JSON data must match the following schema:\n```json\n";
+
+// The thinking-effort system message (docs/model.md "Chat layout"). The sentence lists
+// `medium`, but the encoder renders only low, high and max.
 inline constexpr std::string_view kThinkingEffortType = "thinking-effort";
+inline constexpr std::string_view kThinkingEfforts[] = {"low", "high", "max"};
 inline std::string thinking_effort_text(std::string_view effort) {
     return "`thinking_effort` guides on how much to think in your thinking channel (not including the "
            "response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
@@ -73,7 +100,7 @@ inline constexpr std::string_view kTypeNull = "null";
 inline constexpr std::string_view kTypeObject = "object";
 inline constexpr std::string_view kTypeArray = "array";
 
-// Attribute values are HTML-escaped (& < > ").
+// Attribute values escape only & (as &amp;, first) and " (as &quot;); < and > stay as they are.
 std::string escape_attribute(std::string_view value);
 std::string unescape_attribute(std::string_view value);
 

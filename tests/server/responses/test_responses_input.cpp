@@ -37,12 +37,13 @@ std::string prompt_of(const json& input) {
 
 }  // namespace
 
-TEST_CASE("Responses input: an output with a name and no call_id is a tool result no call asked for (index 0)") {
+TEST_CASE("Responses input: an output with a name and no call_id is a tool result no call asked for (index counts on)") {
     const std::string prompt = prompt_of(codex_input(
         {{"type", "function_call_output"}, {"id", "fco_2"}, {"name", "goal_objective"}, {"namespace", "agent"}, {"output", "ek"}}));
-    // The call's own result, then the call-less one after it.
+    // The call's own result, then the call-less one after it; index is a running count of the
+    // results since the assistant turn (docs/model.md "Chat layout").
     const size_t answered = prompt.find(R"(<|open|>message role="tool" tool="create_goal" index="1"<|sep|>{"goal":{"objective":"ek"}})");
-    const size_t uncalled = prompt.find(R"(<|open|>message role="tool" tool="agent.goal_objective" index="0"<|sep|>ek<|close|>)");
+    const size_t uncalled = prompt.find(R"(<|open|>message role="tool" tool="agent.goal_objective" index="2"<|sep|>ek<|close|>)");
     REQUIRE(answered != std::string::npos);
     REQUIRE(uncalled != std::string::npos);
     CHECK(answered < uncalled);

@@ -76,6 +76,16 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
         {"reasoning_effort low", {{"reasoning_effort", "low"}}, true, "low"},
         {"reasoning_effort high", {{"reasoning_effort", "high"}}, true, "high"},
         {"reasoning_effort none", {{"reasoning_effort", "none"}}, false, ""},
+        // docs/api.md "Thinking": the encoder renders low, high and max only.
+        {"reasoning_effort medium thinks at high", {{"reasoning_effort", "medium"}}, true, "high"},
+        {"reasoning_effort minimal thinks at low", {{"reasoning_effort", "minimal"}}, true, "low"},
+        {"a thinking object without type is enabled", {{"thinking", json::object()}}, true, "max"},
+        {"thinking.effort", {{"thinking", {{"type", "enabled"}, {"effort", "low"}}}}, true, "low"},
+        {"thinking.effort wins over reasoning_effort", {{"thinking", {{"effort", "low"}}}, {"reasoning_effort", "high"}}, true, "low"},
+        {"chat_template_kwargs.thinking_effort wins over thinking.effort",
+         {{"chat_template_kwargs", {{"thinking_effort", "high"}}}, {"thinking", {{"effort", "low"}}}}, true, "high"},
+        {"chat_template_kwargs.thinking false wins over reasoning_effort",
+         {{"chat_template_kwargs", {{"thinking", false}}}, {"reasoning_effort", "high"}}, false, ""},
     };
     FakeEngineOptions o;
     o.n_ctx_max = 4096;  // the thinking-effort system message is long in byte tokens
@@ -94,6 +104,24 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
         } else {
             CHECK(prompt == kUserHi + kAnswerThinkingOff);
         }
+    }
+}
+
+TEST_CASE("prompts: an unknown field inside thinking, an unknown effort and a keep other than all are 400s") {
+    TestServer server;
+    auto c = server.client();
+    const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    for (const json& extra : {json{{"thinking", {{"type", "enabled"}, {"budget", 5}}}},
+                              json{{"thinking", {{"effort", "extreme"}}}},
+                              json{{"chat_template_kwargs", {{"thinking_effort", "medium-ish"}}}},
+                              json{{"thinking", {{"keep", "last"}}}}}) {
+        CAPTURE(extra.dump());
+        json body = {{"messages", messages}, {"max_tokens", 1}};
+        body.update(extra);
+        auto r = post_json(c, "/v1/chat/completions", body);
+        REQUIRE(r);
+        CHECK(r->status == 400);
+        CHECK(json::parse(r->body)["error"]["type"] == "invalid_request_error");
     }
 }
 
@@ -125,4 +153,113 @@ TEST_CASE("sampling: top_k and min_p over HTTP reach the sampler") {
         CAPTURE(i);
         CHECK((two[i] == script[i] || two[i] == char(script[i] + 1)));
     }
+}
+
+TEST_CASE("prompts: usage, /tokenize and count_tokens leave out the 3-token generation opener") {
+    TestServer server;
+    auto c = server.client();
+    const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    json answer = chat(server, {{"messages", messages}, {"max_tokens", 1}});
+    const int evaluated = int(server.engine.last_prompt().size());
+    CHECK(answer["usage"]["prompt_tokens"].get<int>() == evaluated - 3);
+    auto tokenized = post_json(c, "/tokenize", {{"messages", messages}});
+    REQUIRE(tokenized);
+    CHECK(json::parse(tokenized->body)["count"].get<int>() == evaluated - 3);
+    auto counted = post_json(c, "/v1/messages/count_tokens", {{"messages", messages}, {"max_tokens", 1}});
+    REQUIRE(counted);
+    CHECK(json::parse(counted->body)["input_tokens"].get<int>() == evaluated - 3);
+    // The same request again: every prompt token is cached, and no more than the count.
+    answer = chat(server, {{"messages", messages}, {"max_tokens", 1}});
+    CHECK(answer["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() <= evaluated - 3);
+}
+
+TEST_CASE("prompts: a system message's own tools are declared where it stands and callable; bad ones are 400s") {
+    FakeEngineOptions o;
+    o.n_ctx_max = 4096;  // the declaration is long in byte tokens
+    TestServer server(test_config(), o);
+    auto c = server.client();
+    const json search = {{"type", "function"},
+                         {"function", {{"name", "search"}, {"description", nullptr}, {"parameters", {{"type", "object"}}}}}};
+    const json messages = json::array({{{"role", "user"}, {"content", "Hi"}},
+                                       {{"role", "developer"}, {"content", ""}, {"tools", json::array({search})}}});
+    chat(server, {{"messages", messages}, {"max_tokens", 200}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "search"}}}}}});
+    const std::string prompt = last_prompt_text(server);
+    CHECK(prompt == kUserHi +
+                        "<|open|>message role=\"system\" type=\"tool-declare\"<|sep|>## New Tools Available\n"
+                        "The system dynamically extends the toolset via lazy-loading.\nYou have access to all existing "
+                        "and extended tools.\nHere are the specs for the extended tools.\n\n```json\n"
+                        "[{\"function\":{\"name\":\"search\",\"parameters\":{\"type\":\"object\"}},\"type\":\"function\"}]\n```"
+                        "<|close|>message<|sep|><|end_of_msg|>" +
+                        kAnswerThinkingOff);  // a named function renders no tool-choice message
+    const std::vector<json> bad = {
+        json::array({{{"role", "user"}, {"content", "Hi"}, {"tools", json::array({search})}}}),
+        json::array({{{"role", "system"}, {"content", "text"}, {"tools", json::array({search})}}, {{"role", "user"}, {"content", "Hi"}}}),
+        json::array({{{"role", "system"}, {"tools", json::array({{{"type", "function"}, {"function", {{"name", "1bad"}}}}})}},
+                     {{"role", "user"}, {"content", "Hi"}}}),
+        json::array({{{"role", "system"}, {"tools", json::array({{{"type", "function"}, {"function", {{"name", std::string(257, 'a')}}}}})}},
+                     {{"role", "user"}, {"content", "Hi"}}}),
+        json::array({{{"role", "system"}, {"tools", json::array({{{"type", "web"}}})}}, {{"role", "user"}, {"content", "Hi"}}}),
+        json::array({{{"role", "system"}, {"tools", json::array({search, search})}}, {{"role", "user"}, {"content", "Hi"}}}),
+    };
+    for (const json& m : bad) {
+        CAPTURE(m.dump());
+        auto r = post_json(c, "/v1/chat/completions", {{"messages", m}, {"max_tokens", 1}});
+        REQUIRE(r);
+        CHECK(r->status == 400);
+    }
+    // Unique across the request's tools and the messages' tools.
+    auto r = post_json(c, "/v1/chat/completions", {{"messages", messages}, {"tools", json::array({search})}, {"max_tokens", 1}});
+    REQUIRE(r);
+    CHECK(r->status == 400);
+}
+
+TEST_CASE("prompts: response_format is told to the model after all messages") {
+    FakeEngineOptions o;
+    o.n_ctx_max = 4096;  // the format message is long in byte tokens
+    TestServer server(test_config(), o);
+    const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    chat(server, {{"messages", messages},
+                  {"max_tokens", 50},
+                  {"response_format",
+                   {{"type", "json_schema"},
+                    {"json_schema", {{"name", "pet"}, {"strict", true}, {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}}}}}}}});
+    CHECK(last_prompt_text(server) ==
+          kUserHi +
+              "<|open|>message role=\"system\" type=\"response-format\"<|sep|>The system is invoked with "
+              "`response_format=json_schema`.\nYour response must be raw JSON data without markdown code blocks (```json) "
+              "or any additional formatting.\nThe JSON data must match the following schema:\n```json\n"
+              "{\"properties\":{\"a\":{\"type\":\"integer\"}},\"type\":\"object\"}\n```<|close|>message<|sep|><|end_of_msg|>" +
+              kAnswerThinkingOff);
+}
+
+TEST_CASE("--hosted-sampling: the vendor verifier's sampling values are accepted, the others are 400s") {
+    DaemonConfig config = test_config();
+    config.hosted_sampling = true;
+    TestServer server(config);
+    auto c = server.client();
+    const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    auto status = [&](json extra) {
+        json body = {{"messages", messages}, {"max_tokens", 1}};
+        body.update(extra);
+        auto r = post_json(c, "/v1/chat/completions", body);
+        REQUIRE(r);
+        return r->status;
+    };
+    for (const json& ok : {json::object(), json{{"temperature", 0.6}}, json{{"temperature", 1.0}}, json{{"top_p", 0.95}},
+                           json{{"presence_penalty", 0}}, json{{"frequency_penalty", 0}}, json{{"n", 1}}}) {
+        CAPTURE(ok.dump());
+        CHECK(status(ok) == 200);
+    }
+    for (const json& bad : {json{{"temperature", 1.1}}, json{{"temperature", 2.0}}, json{{"temperature", -0.1}},
+                            json{{"top_p", 0.8}}, json{{"presence_penalty", 0.5}}, json{{"frequency_penalty", 0.5}},
+                            json{{"n", 2}}}) {
+        CAPTURE(bad.dump());
+        CHECK(status(bad) == 400);
+    }
+    // Off (the default), any sampling is served.
+    TestServer plain;
+    auto p = plain.client();
+    auto r = post_json(p, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}, {"temperature", 1.1}, {"top_p", 0.8}});
+    REQUIRE(r);
+    CHECK(r->status == 200);
 }
