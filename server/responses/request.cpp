@@ -4,6 +4,9 @@
 // (previous_response_id, conversation, background), hosted tools (web search, files, ...),
 // input parts other than text and (in user messages) input_image.
 #include "responses/responses.h"
+
+#include <set>
+
 #include "openai/request.h"
 #include "wire/response_format.h"
 #include "wire/fields.h"
@@ -100,6 +103,7 @@ json translate_input(const json& body) {
     }
     if (!input->is_array()) throw bad_request("input", "'input' must be a string or an array of items", "invalid_type");
     std::string pending_reasoning;  // a reasoning item belongs to the assistant turn after it
+    std::set<std::string> call_ids;  // of the function_call items so far
     auto assistant = [&]() -> json& {
         if (messages.empty() || messages.back()["role"] != "assistant" || !pending_reasoning.empty()) {
             json m = {{"role", "assistant"}, {"content", ""}};
@@ -139,6 +143,7 @@ json translate_input(const json& body) {
             if (auto ns = get_string(item, "namespace"); ns && !ns->empty() && name) *name = *ns + kNamespaceSeparator + *name;
             if (!call_id || !name)
                 throw bad_request(where, "'" + where + "' needs call_id and name", "missing_required_parameter");
+            call_ids.insert(*call_id);
             json& m = assistant();
             if (!m.contains("tool_calls")) m["tool_calls"] = json::array();
             m["tool_calls"].push_back({{"id", *call_id},
@@ -153,6 +158,11 @@ json translate_input(const json& body) {
             if ((!call_id && !name) || !output)
                 throw bad_request(where, "'" + where + "' needs call_id (or, for an output no call asked for, name) and output",
                                   "missing_required_parameter");
+            // As OpenAI answers an output that answers no call of the input (such as one naming
+            // the call's item id, fc_..., instead of its call_id).
+            if (call_id && !call_ids.count(*call_id))
+                throw bad_request("input", "No tool call found for function call output with call_id " + *call_id + " (" +
+                                               where + ".call_id: no function_call item before it has that call_id)");
             std::string text = output->is_string() ? output->get<std::string>() : item_text(*output, where + ".output");
             // Codex sends some outputs of its own with a name and no call_id (its goal objective,
             // "agent.goal_objective", after create_goal): a tool result no call asked for, which

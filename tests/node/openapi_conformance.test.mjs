@@ -3,13 +3,16 @@
 // random-weight model, through the openai SDK with openapi.mjs's validating fetch: chat (text,
 // a required tool call, both streamed too), completions, responses (whole and streamed, with a
 // function tool, with and without `strict`, and a user), models, and errors (a 400, a 404 for an
-// unknown route). Without the description (a clone without ../shared beside it) every test
-// skips, naming the file.
+// unknown route). And the C++ tests' table of Responses stream event types
+// (tests/server/responses_event_types.h) against the description's. Without the description (a
+// clone without ../shared beside it) every test skips, naming the file.
 import { test as nodeTest, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { startDaemon } from './daemon.mjs';
-import { validatingFetch, checked, specMissing } from './openapi.mjs';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { validatingFetch, checked, specMissing, memberTypes } from './openapi.mjs';
 
 const skip = specMissing();
 const test = (name, fn) => nodeTest(name, { skip }, fn);
@@ -70,4 +73,11 @@ test('responses: a function tool sent without strict is echoed as Response.tools
     tool_choice: 'required', stream: true }));
   assert.equal(checked.answers - start.answers, 1);
   assert.ok(checked.events - start.events >= 4);
+});
+
+test("the C++ tests' table of Responses stream event types is the description's", () => {
+  const header = readFileSync(path.join(process.env.K3_SOURCE_DIR ?? '.', 'tests', 'server', 'responses_event_types.h'), 'utf8');
+  const body = header.slice(header.indexOf('kResponsesStreamEventTypes[] = {'), header.indexOf('};'));
+  const table = [...body.matchAll(/"([^"]+)"/g)].map((m) => m[1]);
+  assert.deepEqual(table, memberTypes('ResponseStreamEvent'));
 });

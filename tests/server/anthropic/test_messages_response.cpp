@@ -10,6 +10,7 @@
 
 #include "anthropic/messages.h"
 #include "server_harness.h"
+#include "sse_frames.h"
 
 using namespace k3;
 using namespace k3::server;
@@ -17,35 +18,16 @@ using namespace k3::test;
 
 namespace {
 
-struct Frame {
-    std::string event;
-    json data;
-};
+using Frame = SseFrame;
 
-// "event: NAME\ndata: JSON\n\n" frames, in order; each frame's data.type must equal its event.
+// The frames of a Messages stream; each frame's data.type must equal its event.
 std::vector<Frame> frames_of(const std::string& sse) {
-    std::vector<Frame> out;
-    size_t pos = 0;
-    while (pos < sse.size()) {
-        size_t end = sse.find("\n\n", pos);
-        REQUIRE(end != std::string::npos);
-        std::string block = sse.substr(pos, end - pos);
-        pos = end + 2;
-        REQUIRE(block.rfind("event: ", 0) == 0);
-        size_t nl = block.find('\n');
-        REQUIRE(block.compare(nl + 1, 6, "data: ") == 0);
-        Frame f{block.substr(7, nl - 7), json::parse(block.substr(nl + 7))};
-        CHECK(f.data["type"] == f.event);
-        out.push_back(std::move(f));
-    }
+    std::vector<Frame> out = sse_frames(sse);
+    for (const auto& f : out) CHECK(f.data["type"] == f.event);
     return out;
 }
 
-std::vector<std::string> names(const std::vector<Frame>& frames) {
-    std::vector<std::string> out;
-    for (const auto& f : frames) out.push_back(f.event);
-    return out;
-}
+std::vector<std::string> names(const std::vector<Frame>& frames) { return sse_event_names(frames); }
 
 JobEvent delta(const std::string& content, const std::string& reasoning = "") {
     JobEvent e;

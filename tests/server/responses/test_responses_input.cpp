@@ -73,3 +73,25 @@ TEST_CASE("Responses input: an output with neither call_id nor name, or without 
         }
     }
 }
+
+TEST_CASE("Responses input: an output answers a function_call of the input by its call_id, or is a 400 as from OpenAI") {
+    auto input = [](const std::string& answered) {
+        return json::array({{{"type", "message"}, {"role", "user"}, {"content", "Read notes.txt"}},
+                            {{"type", "function_call"}, {"id", "fc_1"}, {"name", "create_goal"}, {"arguments", "{}"}, {"call_id", "call_7"}},
+                            {{"type", "function_call_output"}, {"call_id", answered}, {"output", "done"}}});
+    };
+    CHECK(prompt_of(input("call_7")).find(R"(tool="create_goal" index="1"<|sep|>done)") != std::string::npos);
+    // The call's item id (a client that took `id` for `call_id`), and an id no call has.
+    for (const char* id : {"fc_1", "call_8"}) {
+        CAPTURE(id);
+        try {
+            prompt_of(input(id));
+            FAIL("accepted");
+        } catch (const ApiError& e) {
+            CHECK(e.status == 400);
+            CHECK(e.param == "input");
+            CHECK(std::string(e.what()).find(std::string("No tool call found for function call output with call_id ") + id) !=
+                  std::string::npos);
+        }
+    }
+}

@@ -18,8 +18,11 @@ void check_error(const httplib::Result& r, int status, const std::string& code =
     CHECK(j["error"]["message"].is_string());
     CHECK_FALSE(j["error"]["message"].get<std::string>().empty());
     CHECK(j["error"]["type"].is_string());
+    // OpenAI's Error: param and code are each a string or null, never the status number.
     CHECK(j["error"].contains("param"));
+    CHECK((j["error"]["param"].is_string() || j["error"]["param"].is_null()));
     CHECK(j["error"].contains("code"));
+    CHECK((j["error"]["code"].is_string() || j["error"]["code"].is_null()));
     if (!code.empty()) CHECK(j["error"]["code"] == code);
 }
 
