@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"download", k3::cli::download_main, "fetch and verify a checkpoint from a Hugging Face repository"},
     {"embed-image", k3::cli::embed_image_main, "an image's projected rows (vision tower + projector) to a file"},
     {"plan", k3::cli::plan_main, "project s/token and prefill speed for a model at memory budgets"},
+    {"netbench", k3::cli::netbench_main, "under mpirun: time expert parallelism's per-layer exchange between ranks"},
     {"rank", k3::cli::rank_main, "under mpirun: hold and compute a share of the routed experts for rank 0"},
 };
 

@@ -12,6 +12,7 @@
 
 #include "cli/machine_speed.h"
 #include "cli/projection.h"
+#include "cli/rank_projection.h"
 #include "cli/subcommand.h"
 #include "io/disk_bandwidth.h"
 #include "model/state.h"
@@ -50,6 +51,11 @@ const char* const kUsage =
     "                        figure nearest its mean keys)\n"
     "  --prompt-tokens N[,N...]  also the time to first token of prompts of N tokens (from an\n"
     "                        empty cache), with the attention's share\n"
+    "  --ranks N             also expert parallelism over N machines like this one (each its own disk,\n"
+    "                        memory and cores at the figures above; docs/operations.md 'Several\n"
+    "                        machines'): each rank's plan, the exchange, s/token and time to first token\n"
+    "  --net-gbit G          the network between them, Gbit/s each way (default 10)\n"
+    "  --net-latency-us U    a layer's round trip between two of them, microseconds (default 50)\n"
     "  --seconds S           time for each read-speed measurement, and half the time for the compute\n"
     "                        rates at the model's widths (default 1.5)\n"
     "Exit status: 0 every budget has a plan; 1 some budget has none (printed); 2 usage error.\n";
@@ -69,6 +75,8 @@ struct PlanArgs {
     std::vector<double> prompt_tokens;
     double seconds = 1.5;
     bool resident = false;
+    int ranks = 1;
+    Network net;
 };
 
 std::vector<double> number_list(const std::string& flag, const std::string& list) {
@@ -123,6 +131,36 @@ void print_prompt(const PromptEstimate& e) {
     std::printf("\n");
 }
 
+void print_ranks(const ModelSizes& m, const RanksProjection& r, const Bandwidths& b, const Network& net,
+                 const std::vector<double>& prompt_tokens) {
+    std::printf("  %d ranks (each machine at the figures above; network %g Gbit/s, %g us a layer's round trip):\n",
+                r.ranks, net.gbit, net.latency_us);
+    for (int k = 0; k < r.ranks; ++k) {
+        const Projection& p = r.projections[size_t(k)];
+        std::printf("    rank %d: %.1f%% of each layer's experts%s; %s\n", k, 100 * r.parts[size_t(k)].experts,
+                    k == 0 ? " and the trunk" : "", r.plans[size_t(k)].describe().c_str());
+        std::printf("      decode: reads %.3f GB per token (trunk %.3f, experts %.3f at %.0f%% cache hits), sweeps %.3f GB; "
+                    "its experts %.3f s a token\n",
+                    gb(double(p.disk_bytes_per_token)), gb(double(p.trunk_disk_bytes)), gb(double(p.expert_disk_bytes)),
+                    100 * p.expert_hit, gb(double(p.memory_bytes_per_token)), p.expert_part_seconds);
+    }
+    std::printf("    exchange: %.1f kB a MoE layer, %.2f MB a token: %.4f s a token with the round trips\n",
+                double(r.exchange_bytes_per_layer) / 1e3, double(r.exchange_bytes_per_layer) * m.moe_layers / 1e6,
+                r.exchange_seconds_per_token);
+    std::printf("    expected %.3f s/token\n", r.seconds_per_token);
+    std::printf("    prefill: a %d-token pass exchanges %.3f GB (%.3f s), expected %.3f s a pass, %.1f tokens/s\n",
+                r.pass_tokens, gb(double(r.pass_exchange_bytes)), r.pass_exchange_seconds, r.pass_seconds,
+                r.prefill_tokens_per_s);
+    for (double n : prompt_tokens) {
+        const PromptEstimate e =
+            estimate_prompt(m, r.plans[0], b, int64_t(n), r.parts[0], [&](int64_t tokens, const Projection& rank0) {
+                return wait_for_others(m, r, b, net, tokens, rank0);
+            });
+        std::printf("    time to first token, %lld-token prompt: %.2f s (%d pass%s)\n", (long long)e.tokens, e.seconds,
+                    e.chunks, e.chunks == 1 ? "" : "es");
+    }
+}
+
 void print_model_rates(const ModelRates& r, int chunk, const ModelConfig& c) {
     std::printf("  at the model's widths (measured, one thread): bf16 GFLOP/s by columns");
     for (const auto& [cols, g] : r.bf16_gflops) std::printf(" %lld: %.0f", (long long)cols, g);
@@ -158,11 +196,17 @@ int plan_main(int argc, char** argv) {
             else if (args.is("--attention-gflops")) a.given.attention_gflops = args.number();
             else if (args.is("--prompt-tokens")) a.prompt_tokens = number_list("--prompt-tokens", args.value());
             else if (args.is("--seconds")) a.seconds = args.number();
+            else if (args.is("--ranks")) a.ranks = int(args.integer());
+            else if (args.is("--net-gbit")) a.net.gbit = args.number();
+            else if (args.is("--net-latency-us")) a.net.latency_us = args.number();
             else args.positional({&a.target});
         }
         if (!(a.given.compress_ratio > 0 && a.given.compress_ratio <= 1))
             throw Error(ErrorKind::Usage, "--compress-ratio must be in (0, 1]");
         if (!(a.seconds > 0 && a.seconds <= 60)) throw Error(ErrorKind::Usage, "--seconds must be in (0, 60]");
+        if (a.ranks < 1 || a.ranks > 1024) throw Error(ErrorKind::Usage, "--ranks must be in 1..1024");
+        if (!(a.net.gbit > 0)) throw Error(ErrorKind::Usage, "--net-gbit must be above 0");
+        if (!(a.net.latency_us >= 0)) throw Error(ErrorKind::Usage, "--net-latency-us must be 0 or more");
         for (double n : a.prompt_tokens)
             if (n != double(int64_t(n))) throw Error(ErrorKind::Usage, "--prompt-tokens expects whole numbers of tokens");
         if (!a.memory_gb.empty() && io::wants_budget(a.memory))
@@ -248,6 +292,14 @@ int plan_main(int argc, char** argv) {
                 for (double n : a.prompt_tokens) print_prompt(estimate_prompt(m, plan, b, int64_t(n)));
             } catch (const Error& e) {
                 std::printf("  no plan: %s\n", e.what());
+                status = 1;
+            }
+            // (a machine too small for the model alone may still hold a rank's share)
+            if (a.ranks < 2) continue;
+            try {
+                print_ranks(m, project_ranks(m, rank_plans(m, o, avail, a.ranks), b, a.net), b, a.net, a.prompt_tokens);
+            } catch (const Error& e) {
+                std::printf("  %d ranks: no plan: %s\n", a.ranks, e.what());
                 status = 1;
             }
         }

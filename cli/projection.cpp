@@ -83,17 +83,20 @@ ModelRates rates_of(const Bandwidths& b) {
     return r;
 }
 
-Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk) {
+Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk,
+                   RankPart part) {
     Projection p;
     p.need = plan.need_bytes;
     const auto& c = m.config;
-    const double K = c.num_experts_per_token, N = c.num_experts;
+    // A rank computes its share of the experts: of a token's K per layer, K x share on average
+    // (the router spreads them over the pool), and caches only its share of the pool.
+    const double K = c.num_experts_per_token * part.experts, N = c.num_experts;
     const double expert = double(m.one_expert);
     const int n = int(m.layer_bytes.size());
     std::vector<char> streamed(size_t(n), 0);
     for (int il = 0; il < n; ++il) {
         const bool pinned = !plan.streaming || (size_t(il) < plan.trunk.pinned.size() && plan.trunk.pinned[size_t(il)]);
-        streamed[size_t(il)] = !pinned;
+        streamed[size_t(il)] = part.trunk && !pinned;
     }
     // What the ring does over a steady walk (ring_schedule.h): which streamed layers are read
     // again every token (a layer that never has to give its bytes away stays in the ring and is
@@ -117,14 +120,14 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
         if (streamed[size_t(il)] && walk.reread[size_t(il)]) streamed_bytes += double(m.layer_bytes[size_t(il)]);
     p.kept_layers = walk.kept_layers;
     const double streamed_read = streamed_bytes * b.compress_ratio;
-    const double pool_slots = double(m.moe_layers) * N;
+    const double pool_slots = double(m.moe_layers) * N * part.experts;
     // The layer being evaluated holds its own top-k slots; the rest of the cache serves hits.
     p.expert_hit = !plan.streaming || pool_slots == 0 ? 1.0 : std::clamp((plan.cache_slots - K) / pool_slots, 0.0, 1.0);
     const double experts_per_token = K * m.moe_layers;
     p.trunk_disk_bytes = int64_t(streamed_read);
     p.expert_disk_bytes = int64_t(experts_per_token * (1 - p.expert_hit) * expert);
     p.disk_bytes_per_token = p.trunk_disk_bytes + p.expert_disk_bytes;
-    p.memory_bytes_per_token = m.trunk() + int64_t(experts_per_token * expert) + m.lm_head;
+    p.memory_bytes_per_token = (part.trunk ? m.trunk() + m.lm_head : 0) + int64_t(experts_per_token * expert);
     p.trunk_seconds = streamed_read / (b.disk_gbps * 1e9);
     p.expert_seconds = double(p.expert_disk_bytes) / (b.expert_gbps * 1e9);
     p.memory_seconds = double(p.memory_bytes_per_token) / (b.mem_gbps * 1e9);
@@ -145,18 +148,28 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double trunk_and_memory = overlapped_seconds(p.trunk_seconds, p.memory_seconds, exposed_read, exposed_share);
     p.wait_seconds = trunk_and_memory - std::max(p.trunk_seconds, p.memory_seconds);
     p.seconds_per_token = trunk_and_memory + p.expert_seconds;
+    p.expert_part_seconds = p.expert_seconds + experts_per_token * expert / (b.mem_gbps * 1e9);
 
     // A prefill chunk streams the trunk once and reads the union of the experts its tokens chose.
     const int T = std::max(1, prefill_chunk);
     p.prefill_chunk = T;
-    const double union_per_layer = N > 0 ? N * (1 - std::pow(1 - K / N, double(T))) : 0;
+    const double K_all = c.num_experts_per_token;
+    const double union_per_layer = N > 0 ? N * part.experts * (1 - std::pow(1 - K_all / N, double(T))) : 0;
     const double chunk_experts = double(m.moe_layers) * union_per_layer * expert;
     p.chunk_expert_disk_bytes = int64_t(chunk_experts * (1 - p.expert_hit));
     // The chunk's compute at this machine's rates, stage by stage (chunk_compute.h), but for its
     // attention over itself (estimate_prompt adds each chunk's); the memory it sweeps is a floor.
     p.chunk_stages = chunk_compute(c, rates_of(b), T, 0, max_experts_per_batch(plan, c));
-    const double sweep_s = (double(m.trunk() + m.lm_head) + chunk_experts) / (b.mem_gbps * 1e9);
-    p.chunk_compute_seconds = std::max(p.chunk_stages.total() - p.chunk_stages.attention_seconds, sweep_s);
+    // A rank computes its share of the routed experts' products, and the rest only on rank 0.
+    // (Rank 0's is written as a subtraction of the others' share, so that a whole model's is
+    // exactly what one process has always been charged.)
+    const double experts_all = p.chunk_stages.seconds[size_t(ForwardStage::Experts)];
+    const double experts_s = experts_all * part.experts;
+    const double compute_s = part.trunk ? p.chunk_stages.total() - p.chunk_stages.attention_seconds -
+                                              experts_all * (1 - part.experts)
+                                        : experts_s;
+    const double sweep_s = (double(part.trunk ? m.trunk() + m.lm_head : 0) + chunk_experts) / (b.mem_gbps * 1e9);
+    p.chunk_compute_seconds = std::max(compute_s, sweep_s);
     // The prefill pipeline (model/moe.cpp) reads the next batch of experts while one computes,
     // and the next layer's first batch during a layer's last, beside the ring's trunk reads: one
     // disk serves both, so the chunk costs the larger of all its reads and its compute, plus what
@@ -170,20 +183,22 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     p.chunk_seconds = std::max(p.chunk_read_seconds, p.chunk_compute_seconds) + p.chunk_exposed_seconds;
     p.chunk_bound = p.chunk_read_seconds > p.chunk_compute_seconds ? "disk reads" : "compute";
     p.prefill_tokens_per_s = T / p.chunk_seconds;
+    p.chunk_expert_part_seconds = std::max(expert_read_s, experts_s);
     return p;
 }
 
-PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens) {
+PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens,
+                               RankPart part, const std::function<double(int64_t n, const Projection& rank0)>& wait_others) {
     PromptEstimate e;
     e.tokens = tokens;
     const ModelRates rates = rates_of(b);
     const int T = std::max(1, plan.chunk_tokens);
-    const Projection full = project(m, plan, b, T);
+    const Projection full = project(m, plan, b, T, part);
     e.pass_tokens = T;
     e.pass_read_bytes = full.trunk_disk_bytes + full.chunk_expert_disk_bytes;
     for (int64_t p0 = 0; p0 < tokens; p0 += T) {
         const int64_t n = std::min<int64_t>(T, tokens - p0);
-        const Projection p = n == T ? full : project(m, plan, b, int(n));
+        const Projection p = n == T ? full : project(m, plan, b, int(n), part);
         // the chunk's compute with its queries attending to every position before them
         const ChunkCompute at = chunk_compute(m.config, rates, n, p0, max_experts_per_batch(plan, m.config));
         const double compute = p.chunk_compute_seconds + at.attention_seconds;
@@ -194,6 +209,7 @@ PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, 
         for (size_t s = 0; s < e.stage_seconds.size(); ++s) e.stage_seconds[s] += at.seconds[s];
         e.read_bound_chunks += p.chunk_read_seconds > compute ? 1 : 0;
         e.seconds += std::max(p.chunk_read_seconds, compute) + p.chunk_exposed_seconds;
+        if (wait_others) e.seconds += wait_others(n, p);
     }
     return e;
 }

@@ -9,6 +9,7 @@
 // layer's own top-k.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,14 @@ struct Bandwidths {
 // model's widths were not measured, every product at b.gflops.
 ModelRates rates_of(const Bandwidths& b);
 
+// Expert parallelism (docs/operations.md "Several machines"): the part of the model one rank of
+// an mpirun job computes: its share of each layer's routed experts (store/expert_share.h), and
+// the trunk, lm_head and everything else on rank 0 only. The default is one process: all of it.
+struct RankPart {
+    double experts = 1;   // the share of each layer's routed experts
+    bool trunk = true;    // the trunk, lm_head and the rest (rank 0)
+};
+
 struct Projection {
     int64_t need = 0;                         // the plan's bytes
     double expert_hit = 1;                    // share of expert lookups the cache answers
@@ -65,6 +74,7 @@ struct Projection {
     int64_t memory_bytes_per_token = 0;       // what a token multiplies by, swept from memory
     double trunk_seconds = 0, expert_seconds = 0, memory_seconds = 0;
     double seconds_per_token = 0;
+    double expert_part_seconds = 0;           // of it, the routed experts' reads and sweep
     int waiting_layers = 0;                   // streamed layers the ring cannot read ahead
     int kept_layers = 0;                      // streamed layers that stay in the ring (read once, not per token)
     double wait_seconds = 0;                  // what that adds to a token (lost overlap)
@@ -77,9 +87,11 @@ struct Projection {
     double chunk_seconds = 0;                 // max(reads, compute) + exposed
     std::string chunk_bound;                  // "disk reads" or "compute": the larger of the two
     double prefill_tokens_per_s = 0;
+    double chunk_expert_part_seconds = 0;     // of a chunk, the routed experts' reads or compute, the larger
 };
 
-Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk);
+Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int prefill_chunk,
+                   RankPart part = {});
 
 // Time to first token for a prompt of `tokens` tokens from an empty cache: its chunks in turn,
 // each costing its reads or its compute (chunk_compute: every stage, with its MLA attention over
@@ -97,6 +109,10 @@ struct PromptEstimate {
     int64_t pass_read_bytes = 0;   // what a full pass reads from disk (trunk and experts)
     ForwardStageSeconds stage_seconds{};  // the compute by stage, as the run report's forward_stage_seconds
 };
-PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens);
+// Under expert parallelism, `part` is rank 0's, and `wait_others` what a pass of n tokens adds
+// waiting for the other ranks beyond rank 0's own experts (rank_projection.h).
+PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwidths& b, int64_t tokens,
+                               RankPart part = {},
+                               const std::function<double(int64_t n, const Projection& rank0)>& wait_others = {});
 
 }  // namespace k3::cli

@@ -285,7 +285,8 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
     plan.lookahead = options.lookahead;
     plan.resident_bytes = model.resident_bytes;
     plan.vision_bytes = model.vision_bytes;
-    const int64_t trunk_total = sum(model.layer_alloc_bytes);
+    // A rank other than 0 of expert parallelism holds no trunk (step 2): auto gives it all to the cache.
+    const int64_t trunk_total = options.expert_rank > 0 ? 0 : sum(model.layer_alloc_bytes);
     const int64_t pool_bytes = model.routed_experts * model.expert_slot_bytes;
     const int min_cache_slots = model.routed_experts > 0 ? model.experts_per_token + 1 : 0;
 
@@ -313,7 +314,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
             trunk_budget = std::min(trunk_total, usable - min_cache);
             cache_budget = std::min(pool_bytes, usable - std::max<int64_t>(trunk_budget, 0));
             // The trunk needs at least a read ring of its largest layer (plan_trunk).
-            const int64_t min_trunk = std::min(trunk_total, smallest_trunk_budget(model.layer_alloc_bytes));
+            const int64_t min_trunk = trunk_total > 0 ? std::min(trunk_total, smallest_trunk_budget(model.layer_alloc_bytes)) : 0;
             if (trunk_budget < min_trunk || cache_budget < min_cache)
                 throw Error(ErrorKind::Usage, "--preset auto: MemAvailable is " + format_gb(mem_available) + "; after keeping " +
                                                   format_gb(reserve) + " for the rest of the engine there is " +

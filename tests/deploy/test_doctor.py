@@ -133,6 +133,59 @@ class Plan(unittest.TestCase):
                                  '--compress-ratio', '0.75')
         self.assertLess(float(re.search(r'expected ([\d.]+) s/token', packed).group(1)), per_token['32'])
 
+    def test_ranks(self):
+        # Expert parallelism over N machines like the one described (cli/rank_projection.h).
+        machine = ['--memory-gb', '128', '--disk-gbps', '7', '--mem-gbps', '33', '--gflops', '40',
+                   '--attention-gflops', '40', '--prompt-tokens', '10000']
+        rc, one, err = self.plan(*machine)
+        self.assertEqual(rc, 0, err + one)
+        # One rank is today's plan, to the byte.
+        rc, same, err = self.plan(*machine, '--ranks', '1')
+        self.assertEqual((rc, same), (0, one), err)
+        one_token = float(re.search(r'expected ([\d.]+) s/token', one).group(1))
+        one_first = float(re.search(r'time to first token, 10000-token prompt: ([\d.]+) s', one).group(1))
+
+        def ranks(n, gbit):
+            rc, out, err = self.plan(*machine, '--ranks', str(n), '--net-gbit', str(gbit))
+            self.assertEqual(rc, 0, err + out)
+            self.assertTrue(out.startswith(one), 'the one-machine plan comes first, unchanged')
+            part = out[len(one):]
+            self.assertIn(f'{n} ranks (each machine at the figures above; network {gbit:g} Gbit/s', part)
+            shares = re.findall(r'rank (\d+): ([\d.]+)% of each layer\'s experts( and the trunk)?', part)
+            self.assertEqual([int(r) for r, _, _ in shares], list(range(n)), part)
+            self.assertAlmostEqual(sum(float(s) for _, s, _ in shares), 100, delta=0.2)
+            self.assertEqual([bool(t) for _, _, t in shares], [True] + [False] * (n - 1))
+            self.assertRegex(part, r'rank 1: [^\n]*\n +decode: reads [\d.]+ GB per token \(trunk 0\.000,')
+            exchange = re.search(r'exchange: ([\d.]+) kB a MoE layer, ([\d.]+) MB a token: ([\d.]+) s a token', part)
+            self.assertIsNotNone(exchange, part)
+            token = float(re.search(r'expected ([\d.]+) s/token', part).group(1))
+            first = float(re.search(r'time to first token, 10000-token prompt: ([\d.]+) s', part).group(1))
+            return token, first, float(exchange.group(1)), float(exchange.group(3))
+
+        four_10, first_10, kb_4, net_10 = ranks(4, 10)
+        four_25, first_25, _, net_25 = ranks(4, 25)
+        _, _, kb_2, _ = ranks(2, 10)
+        # Four machines: every disk, memory and set of cores on each token; the network's share
+        # shrinks with its speed; more ranks exchange more of a token's rows.
+        self.assertLess(four_10, one_token)
+        self.assertLess(first_10, one_first)
+        self.assertLessEqual(four_25, four_10)
+        self.assertLessEqual(first_25, first_10)
+        self.assertLess(net_25, net_10)
+        self.assertGreater(kb_4, kb_2)
+        # A slow enough network makes the exchange the bound: slower than one machine.
+        slow, _, _, net_slow = ranks(4, 0.01)
+        self.assertGreater(slow, one_token)
+        self.assertGreater(slow, net_slow)
+        # Too little memory for rank 0: refused, naming the rank.
+        rc, out, err = self.plan('--memory-gb', '4', '--disk-gbps', '7', '--mem-gbps', '33', '--gflops', '40',
+                                 '--ranks', '2')
+        self.assertEqual(rc, 1, err + out)
+        self.assertIn('2 ranks: no plan: rank 0: --preset auto: MemAvailable is', out)
+        for bad in (['--ranks', '0'], ['--ranks', '2', '--net-gbit', '0'], ['--ranks', '2', '--net-latency-us', '-1']):
+            rc, _, err = self.plan('--memory-gb', '128', *bad)
+            self.assertEqual(rc, 2, bad)
+
     def test_measures_a_model_directory(self):
         model = os.path.join(tempfile.mkdtemp(prefix='k3-plan-', dir=os.environ.get('K3_TEST_TMP')), 'tiny')
         subprocess.run([BIN, 'make-model', model, '--preset', 'tiny'], check=True, capture_output=True)

@@ -17,6 +17,7 @@ int doctor_main(int argc, char** argv);       // doctor [MODEL_DIR | CONFIG.json
 int download_main(int argc, char** argv);     // download REPO DEST [--revision R]    // diskbench PATH
 int embed_image_main(int argc, char** argv);  // embed-image MODEL_DIR IMAGE --out ROWS.f32
 int plan_main(int argc, char** argv);         // plan [MODEL_DIR | CONFIG.json] [--memory-gb N,...]
+int netbench_main(int argc, char** argv);     // netbench [MODEL_DIR | CONFIG.json]: the ranks' exchange (under mpirun)
 int rank_main(int argc, char** argv);         // rank MODEL_DIR: a rank >= 1 of expert parallelism (under mpirun)
 
 }  // namespace k3::cli
