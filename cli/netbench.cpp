@@ -32,8 +32,8 @@ const char* const kUsage =
     "rows' outputs back at once (no experts computed), at the widths of the model (default: the\n"
     "built-in Kimi K3 config) and its share of top-k. Rank 0 prints, for each pass size, the bytes\n"
     "a layer exchanges and the microseconds from the first send to the last output back, then the\n"
-    "latency and bandwidth of a line through them: what plan --ranks takes as --net-latency-us and\n"
-    "--net-gbit.\n"
+    "latency and bandwidth of a line through them (fitted to each within its relative error): what\n"
+    "plan --ranks takes as --net-latency-us and --net-gbit.\n"
     "  --tokens N[,N...]    pass sizes in tokens (default 1,4,16,64,256; 1 is a decoded token)\n"
     "  --seconds S          time for each pass size (default 1)\n"
     "  --json               one JSON object instead of the table\n"
@@ -45,23 +45,24 @@ struct Line {
     double gbit = 0;        // 0: not fitted (one pass size, or no slope)
 };
 
-// Least squares through (bytes, median seconds): seconds = latency + bytes / rate.
+// Least squares through (bytes, median seconds): seconds = latency + bytes / rate, each point
+// weighted by 1 / seconds^2 (its relative error), so that a 256-token pass's milliseconds do not
+// drown a decoded token's microseconds, which are what a token pays per layer.
 Line fit(const std::vector<parallel::ExchangeTiming>& t) {
     Line l;
     if (t.empty()) return l;
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    const double n = double(t.size());
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const auto& e : t) {
-        const double x = double(e.bytes), y = e.median_us * 1e-6;
-        sx += x, sy += y, sxx += x * x, sxy += x * y;
+        const double x = double(e.bytes), y = e.median_us * 1e-6, w = 1 / (y * y);
+        sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y;
     }
-    const double den = n * sxx - sx * sx;
-    const double slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
+    const double den = sw * sxx - sx * sx;
+    const double slope = den > 0 ? (sw * sxy - sx * sy) / den : 0;
     if (slope > 0) {
         l.gbit = 8 / slope / 1e9;
-        l.latency_us = std::max(0.0, (sy - slope * sx) / n) * 1e6;
+        l.latency_us = std::max(0.0, (sy - slope * sx) / sw) * 1e6;
     } else {
-        l.latency_us = sy / n * 1e6;
+        l.latency_us = sy / sw * 1e6;
     }
     return l;
 }

@@ -1,11 +1,14 @@
 // Expert parallelism over MPI on this machine (docs/operations.md "Several machines"): a job of
 // 2 or 3 ranks over loopback gives exactly one process's logits (every prompt position, bit for
 // bit) and generated ids, resident and within small budgets, a prompt in one prefill pass or in
-// several (docs/performance.md "Prefill passes"), and in decode. The reference is the same binary as one process: the claim is equality, and
-// any difference in which rows an expert computes or in what order a token's experts are summed
-// changes low bits of the logits (checked by planting a reversed top-k sum on the distributed
-// path in moe.cpp: the tiny-wide cases, top-3, failed on the dump; tiny's top-2 sum of two
-// terms is the same bits either way).
+// several (docs/performance.md "Prefill passes"), and in decode; a daemon of 2 or 3 ranks gives
+// one process's batched completions. The reference is the same binary as one process: the claim
+// is equality, and any difference in which rows an expert computes or in what order a token's
+// experts are summed changes low bits of the logits (checked by planting a reversed top-k sum on
+// the distributed path in moe.cpp: the tiny-wide cases, top-3, failed on the dump; tiny's top-2
+// sum of two terms is the same bits either way). Faults: another checkpoint is refused; a rank
+// killed, stopped or unable to read its experts turns /health and the requests, the one in
+// flight included, to 503 naming it. netbench's exchange is the bytes plan --ranks counts.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -16,12 +19,15 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/rank_projection.h"
 #include "common/daemon.h"
+#include "common/loopback_socket.h"
 #include "common/model_cache.h"
 #include "common/scratch.h"
 #include "common/skip.h"
 #include "common/wait.h"
 #include "mpi_job.h"
+#include "weights/config.h"
 
 using namespace k3::test;
 
@@ -152,6 +158,9 @@ pid_t rank_pid(const DaemonProcess& d, int r) {
     return pid_t(std::stol(m[1]));
 }
 
+// Tokens a completion asks for when it must still be generating seconds later.
+constexpr int kLongCompletion = 3000;
+
 std::string completion_body() {
     return R"({"prompt":"The sea is","max_tokens":4,"temperature":0})";
 }
@@ -175,7 +184,7 @@ std::vector<std::string> concurrent_choices(DaemonProcess& d, const std::vector<
 
 }  // namespace
 
-TEST_CASE("batched decode over 2 ranks gives one process's texts and logprobs") {
+TEST_CASE("batched decode over 2 and 3 ranks gives one process's texts and logprobs") {
     if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
     const std::string model = cached_model("tiny-wide");
     const std::vector<std::string> prompts = {"The sea", "A long time ago in a land far away", "Numbers: 1 2 3"};
@@ -188,21 +197,25 @@ TEST_CASE("batched decode over 2 ranks gives one process's texts and logprobs") 
         DaemonProcess d(serve_args);
         one = concurrent_choices(d, prompts);
     }
-    DaemonProcess job = start_job(2, model, "", {}, options);
-    const std::vector<std::string> two = concurrent_choices(job, prompts);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-        CAPTURE(i);
-        CHECK(one[i].find("\"logprobs\"") != std::string::npos);
-        CHECK(two[i] == one[i]);
+    for (int ranks : {2, 3}) {
+        CAPTURE(ranks);
+        DaemonProcess job = start_job(ranks, model, "", {}, options);
+        const std::vector<std::string> several = concurrent_choices(job, prompts);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            CAPTURE(i);
+            CHECK(one[i].find("\"logprobs\"") != std::string::npos);
+            CHECK(several[i] == one[i]);
+        }
+        auto c = job.client();
+        REQUIRE(eventually([&] {
+            auto r = c.Get("/slots");
+            return r && r->status == 200 && nlohmann::json::parse(r->body)["steps"].get<int>() > 0;
+        }));
+        auto slots = c.Get("/slots");
+        REQUIRE(slots);
+        CHECK(nlohmann::json::parse(slots->body)["batched_decode_tokens"].get<int>() > 0);
+        CHECK(job.log().find("expert parallelism: rank " + std::to_string(ranks - 1)) != std::string::npos);
     }
-    auto c = job.client();
-    REQUIRE(eventually([&] {
-        auto r = c.Get("/slots");
-        return r && r->status == 200 && nlohmann::json::parse(r->body)["steps"].get<int>() > 0;
-    }));
-    auto slots = c.Get("/slots");
-    REQUIRE(slots);
-    CHECK(nlohmann::json::parse(slots->body)["batched_decode_tokens"].get<int>() > 0);
 }
 
 TEST_CASE("a killed or stopped rank turns /health to 503 naming it within seconds") {
@@ -233,6 +246,41 @@ TEST_CASE("a killed or stopped rank turns /health to 503 naming it within second
     }
 }
 
+TEST_CASE("a request in flight when a rank stops or dies fails naming it, within seconds, without more tokens") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny");
+    const nlohmann::json long_request = {
+        {"prompt", "The sea is"}, {"max_tokens", kLongCompletion}, {"temperature", 0}, {"ignore_eos", true}};
+    for (int sig : {SIGSTOP, SIGKILL}) {
+        CAPTURE(sig);
+        DaemonProcess d = start_job(3, model);
+        // A streamed completion, generating when the rank goes: its headers (200) are out, so
+        // the failure is its last event, and no finish_reason or [DONE] follows.
+        LoopbackSocket stream(d.port());
+        nlohmann::json streamed = long_request;
+        streamed["stream"] = true;
+        REQUIRE(stream.send(json_post("/v1/completions", streamed.dump())));
+        REQUIRE(stream.read_until("\"text\"").find("\"text\"") != std::string::npos);
+        const pid_t victim = rank_pid(d, 2);
+        const auto at = std::chrono::steady_clock::now();
+        REQUIRE(kill(victim, sig) == 0);
+        const std::string events = stream.read_until("data: [DONE]", 60000);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count();
+        INFO(d.log());
+        INFO(events.substr(events.size() > 2000 ? events.size() - 2000 : 0));
+        CHECK(LoopbackSocket::status_of(events) == 200);
+        CHECK(events.find("model_unhealthy") != std::string::npos);
+        CHECK(events.find("rank 2") != std::string::npos);
+        CHECK(events.find("\"finish_reason\":\"length\"") == std::string::npos);
+        CHECK(seconds < 20);  // the 2 s heartbeat's deadline, not the 120 s exchange's
+        // and the next request, not streamed: a 503 naming it
+        auto r = d.client().Post("/v1/completions", long_request.dump(), "application/json");
+        REQUIRE(r);
+        CHECK(r->status == 503);
+        CHECK(r->body.find("rank 2") != std::string::npos);
+    }
+}
+
 TEST_CASE("a rank that cannot read its experts turns /health to 503 naming it") {
     if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
     const std::string model = cached_model("tiny");
@@ -254,4 +302,41 @@ TEST_CASE("a rank that cannot read its experts turns /health to 503 naming it") 
     CHECK(h->status == 503);
     CHECK(h->body.find("rank 1 (") != std::string::npos);
     CHECK(h->body.find("cannot compute its experts") != std::string::npos);
+}
+
+TEST_CASE("netbench times a layer's exchange over 2 and 3 ranks, at the bytes plan --ranks counts") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny-wide");
+    const k3::ModelConfig c = k3::load_config(std::filesystem::path(model) / "config.json");
+    for (int ranks : {2, 3}) {
+        CAPTURE(ranks);
+        const ProcessResult r = run_command(mpirun_prefix() + " -n " + std::to_string(ranks) + " " + k3serve_bin() +
+                                            " netbench " + model + " --tokens 1,8,64 --seconds 0.2 --json");
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        // rank 0 alone prints: one JSON object
+        const size_t from = r.output.find('{'), to = r.output.rfind('}');
+        REQUIRE(from < to);
+        const nlohmann::json j = nlohmann::json::parse(r.output.substr(from, to + 1 - from));
+        CHECK(j["ranks"] == ranks);
+        CHECK(j["width"] == c.routed_expert_hidden_size);
+        REQUIRE(j["passes"].size() == 3);
+        int64_t last_bytes = 0;
+        for (const auto& p : j["passes"]) {
+            const int tokens = p["tokens"];
+            CAPTURE(tokens);
+            CHECK(p["bytes"].get<int64_t>() == k3::cli::exchange_bytes(c, ranks, tokens));
+            CHECK(p["bytes"].get<int64_t>() > last_bytes);
+            last_bytes = p["bytes"];
+            CHECK(p["rounds"].get<int>() >= 5);
+            CHECK(p["min_us"].get<double>() > 0);
+            CHECK(p["min_us"].get<double>() <= p["median_us"].get<double>());
+            CHECK(p["median_us"].get<double>() <= p["p90_us"].get<double>());
+        }
+        CHECK(j["latency_us"].get<double>() >= 0);
+    }
+    // outside a job of several ranks: a usage error that says how to start it
+    const ProcessResult alone = run_command(k3serve_bin() + " netbench " + model + " --tokens 1");
+    CHECK(alone.exit_code == 2);
+    CHECK(alone.output.find("mpirun -n 2 k3serve netbench") != std::string::npos);
 }
