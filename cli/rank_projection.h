@@ -39,7 +39,8 @@ struct RanksProjection {
 // applies to each: k3::Error naming the rank).
 std::vector<io::MemoryPlan> rank_plans(const ModelSizes& m, const MemoryOptions& options, int64_t available, int ranks);
 
-// Bytes exchanged for one MoE layer of a pass of `tokens` tokens (mpi_wire.h).
+// Bytes exchanged for one MoE layer of a pass of `tokens` tokens: the count of
+// engine/parallel/netbench.h (the wire's messages, mpi_wire.h), which `k3serve netbench` times.
 int64_t exchange_bytes(const ModelConfig& c, int ranks, int64_t tokens);
 
 RanksProjection project_ranks(const ModelSizes& m, const std::vector<io::MemoryPlan>& plans, const Bandwidths& b,

@@ -6,9 +6,10 @@
 // is equality, and any difference in which rows an expert computes or in what order a token's
 // experts are summed changes low bits of the logits (checked by planting a reversed top-k sum on
 // the distributed path in moe.cpp: the tiny-wide cases, top-3, failed on the dump; tiny's top-2
-// sum of two terms is the same bits either way). Faults: another checkpoint is refused; a rank
-// killed, stopped or unable to read its experts turns /health and the requests, the one in
-// flight included, to 503 naming it. netbench's exchange is the bytes plan --ranks counts.
+// sum of two terms is the same bits either way). Faults: another checkpoint and a rank whose own
+// memory plan is refused stop the job at start, naming the rank; a rank killed, stopped or unable
+// to read its experts turns /health and the requests, the one in flight included, to 503 naming
+// it. netbench's exchange is the bytes plan --ranks counts.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -123,6 +124,18 @@ TEST_CASE("ranks refuse another checkpoint, naming the rank") {
     CHECK(r.output.find("k3serve run: expert parallelism: rank 1 (") != std::string::npos);
     CHECK(r.output.find("serves checkpoint") != std::string::npos);
     CHECK(r.output.find("k3serve rank: rank 0 refused this rank") != std::string::npos);
+}
+
+TEST_CASE("a rank whose memory plan is refused stops the job at start, naming the rank and why") {
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny");
+    // rank 1's expert cache holds no expert: its own plan refuses, rank 0's is fine
+    const ProcessResult r = run_command(
+        mpi_job(2, "run " + model + " --ids 1,2,3 --gen 1 --threads 1", model + " --threads 1 --cache-gb 0.000001"));
+    INFO(r.output);
+    CHECK(r.output.find("generated ids") == std::string::npos);
+    CHECK(r.output.find("expert parallelism: rank 1 (") != std::string::npos);
+    CHECK(r.output.find("could not load its experts: expert cache budget") != std::string::npos);
 }
 
 namespace {
