@@ -56,6 +56,8 @@ const char* const kUsage =
     "                        machines'): each rank's plan, the exchange, s/token and time to first token\n"
     "  --net-gbit G          the network between them, Gbit/s each way (default 10)\n"
     "  --net-latency-us U    a layer's round trip between two of them, microseconds (default 50)\n"
+    "  --rank-memory-gb G0,G1,...  each rank's machine's memory instead (N values, rank 0 first)\n"
+    "  --rank-disk-gbps D0,D1,...  each rank's disk instead, GB/s (N values; expert reads at the same)\n"
     "  --seconds S           time for each read-speed measurement, and half the time for the compute\n"
     "                        rates at the model's widths (default 1.5)\n"
     "Exit status: 0 every budget has a plan; 1 some budget has none (printed); 2 usage error.\n";
@@ -77,6 +79,7 @@ struct PlanArgs {
     bool resident = false;
     int ranks = 1;
     Network net;
+    std::vector<double> rank_memory_gb, rank_disk_gbps;  // [rank], or empty: every machine alike
 };
 
 std::vector<double> number_list(const std::string& flag, const std::string& list) {
@@ -131,14 +134,18 @@ void print_prompt(const PromptEstimate& e) {
     std::printf("\n");
 }
 
-void print_ranks(const ModelSizes& m, const RanksProjection& r, const Bandwidths& b, const Network& net,
+void print_ranks(const ModelSizes& m, const RanksProjection& r, const Network& net, bool each_own,
                  const std::vector<double>& prompt_tokens) {
-    std::printf("  %d ranks (each machine at the figures above; network %g Gbit/s, %g us a layer's round trip):\n",
-                r.ranks, net.gbit, net.latency_us);
+    std::printf("  %d ranks (%s; network %g Gbit/s, %g us a layer's round trip):\n", r.ranks,
+                each_own ? "each machine's memory and disk as given, the rest at the figures above"
+                         : "each machine at the figures above",
+                net.gbit, net.latency_us);
     for (int k = 0; k < r.ranks; ++k) {
         const Projection& p = r.projections[size_t(k)];
-        std::printf("    rank %d: %.1f%% of each layer's experts%s; %s\n", k, 100 * r.parts[size_t(k)].experts,
-                    k == 0 ? " and the trunk" : "", r.plans[size_t(k)].describe().c_str());
+        std::printf("    rank %d: %.1f%% of each layer's experts%s; machine %.0f GB, disk %.2f GB/s; %s\n", k,
+                    100 * r.parts[size_t(k)].experts, k == 0 ? " and the trunk" : "",
+                    gb(double(r.plans[size_t(k)].mem_available)), r.machines[size_t(k)].disk_gbps,
+                    r.plans[size_t(k)].describe().c_str());
         std::printf("      decode: reads %.3f GB per token (trunk %.3f, experts %.3f at %.0f%% cache hits), sweeps %.3f GB; "
                     "its experts %.3f s a token\n",
                     gb(double(p.disk_bytes_per_token)), gb(double(p.trunk_disk_bytes)), gb(double(p.expert_disk_bytes)),
@@ -153,8 +160,8 @@ void print_ranks(const ModelSizes& m, const RanksProjection& r, const Bandwidths
                 r.prefill_tokens_per_s);
     for (double n : prompt_tokens) {
         const PromptEstimate e =
-            estimate_prompt(m, r.plans[0], b, int64_t(n), r.parts[0], [&](int64_t tokens, const Projection& rank0) {
-                return wait_for_others(m, r, b, net, tokens, rank0);
+            estimate_prompt(m, r.plans[0], r.machines[0], int64_t(n), r.parts[0], [&](int64_t tokens, const Projection& rank0) {
+                return wait_for_others(m, r, net, tokens, rank0);
             });
         std::printf("    time to first token, %lld-token prompt: %.2f s (%d pass%s)\n", (long long)e.tokens, e.seconds,
                     e.chunks, e.chunks == 1 ? "" : "es");
@@ -199,6 +206,8 @@ int plan_main(int argc, char** argv) {
             else if (args.is("--ranks")) a.ranks = int(args.integer());
             else if (args.is("--net-gbit")) a.net.gbit = args.number();
             else if (args.is("--net-latency-us")) a.net.latency_us = args.number();
+            else if (args.is("--rank-memory-gb")) a.rank_memory_gb = number_list("--rank-memory-gb", args.value());
+            else if (args.is("--rank-disk-gbps")) a.rank_disk_gbps = number_list("--rank-disk-gbps", args.value());
             else args.positional({&a.target});
         }
         if (!(a.given.compress_ratio > 0 && a.given.compress_ratio <= 1))
@@ -207,6 +216,14 @@ int plan_main(int argc, char** argv) {
         if (a.ranks < 1 || a.ranks > 1024) throw Error(ErrorKind::Usage, "--ranks must be in 1..1024");
         if (!(a.net.gbit > 0)) throw Error(ErrorKind::Usage, "--net-gbit must be above 0");
         if (!(a.net.latency_us >= 0)) throw Error(ErrorKind::Usage, "--net-latency-us must be 0 or more");
+        for (const auto& [flag, list] : {std::pair{"--rank-memory-gb", &a.rank_memory_gb}, {"--rank-disk-gbps", &a.rank_disk_gbps}}) {
+            if (list->empty()) continue;
+            if (int(list->size()) != a.ranks || a.ranks < 2)
+                throw Error(ErrorKind::Usage, std::string(flag) + " gives one value per rank: " + std::to_string(a.ranks) +
+                                                  " with --ranks " + std::to_string(a.ranks) + " (2 or more)");
+            for (double v : *list)
+                if (!(v > 0)) throw Error(ErrorKind::Usage, std::string(flag) + " values must be above 0");
+        }
         for (double n : a.prompt_tokens)
             if (n != double(int64_t(n))) throw Error(ErrorKind::Usage, "--prompt-tokens expects whole numbers of tokens");
         if (!a.memory_gb.empty() && io::wants_budget(a.memory))
@@ -297,7 +314,14 @@ int plan_main(int argc, char** argv) {
             // (a machine too small for the model alone may still hold a rank's share)
             if (a.ranks < 2) continue;
             try {
-                print_ranks(m, project_ranks(m, rank_plans(m, o, avail, a.ranks), b, a.net), b, a.net, a.prompt_tokens);
+                std::vector<int64_t> available(size_t(a.ranks), avail);
+                std::vector<Bandwidths> machines(size_t(a.ranks), b);
+                for (size_t k = 0; k < a.rank_memory_gb.size(); ++k) available[k] = int64_t(a.rank_memory_gb[k] * 1e9);
+                for (size_t k = 0; k < a.rank_disk_gbps.size(); ++k)
+                    machines[k].disk_gbps = machines[k].expert_gbps = a.rank_disk_gbps[k];
+                const bool each_own = !a.rank_memory_gb.empty() || !a.rank_disk_gbps.empty();
+                print_ranks(m, project_ranks(m, rank_plans(m, o, available), machines, a.net), a.net, each_own,
+                            a.prompt_tokens);
             } catch (const Error& e) {
                 std::printf("  %d ranks: no plan: %s\n", a.ranks, e.what());
                 status = 1;

@@ -4,7 +4,9 @@
 // rank is exactly the one-machine projection; four 128 GB machines are faster than one, their
 // ranks other than 0 hold no trunk, and a slow network makes the exchange the bound; with the
 // same small cache each of N ranks reads a 1/N share of one machine's experts; the memory plan's
-// refusal is each rank's, named. (plan --ranks's output: tests/deploy/test_doctor.py, Plan.)
+// refusal is each rank's, named; machines unlike (each rank's memory and disk) are each planned
+// with their own, and the slowest bounds a token. (plan --ranks's output:
+// tests/deploy/test_doctor.py, Plan.)
 #include <doctest/doctest.h>
 
 #include <string>
@@ -130,4 +132,41 @@ TEST_CASE("the memory refusal applies to each rank and names it") {
     // 8 GB is enough for rank 0's read ring and a cache, and for the others' caches
     const std::vector<io::MemoryPlan> plans = cli::rank_plans(m, auto_preset(), int64_t(8e9), 4);
     for (const io::MemoryPlan& p : plans) CHECK(p.need_bytes <= int64_t(8e9));
+}
+
+TEST_CASE("machines unlike: each rank's memory and disk; the slowest rank bounds a token, a small one is refused by name") {
+    const cli::ModelSizes m = real_k3();
+    const cli::Bandwidths b = workstation();
+    const cli::RanksProjection alike = cli::project_ranks(m, cli::rank_plans(m, auto_preset(), int64_t(128e9), 4), b, {});
+    // the same figures given per rank: the same projection
+    const std::vector<int64_t> same(4, int64_t(128e9));
+    const cli::RanksProjection given =
+        cli::project_ranks(m, cli::rank_plans(m, auto_preset(), same), std::vector<cli::Bandwidths>(4, b), {});
+    CHECK(given.seconds_per_token == alike.seconds_per_token);
+    CHECK(given.pass_seconds == alike.pass_seconds);
+
+    // rank 0 on 256 GB (more cache for its share), the others on 64 GB (less)
+    const std::vector<io::MemoryPlan> plans =
+        cli::rank_plans(m, auto_preset(), {int64_t(256e9), int64_t(64e9), int64_t(64e9), int64_t(64e9)});
+    CHECK(plans[0].cache_slots > alike.plans[0].cache_slots);
+    CHECK(plans[1].cache_slots < alike.plans[1].cache_slots);
+    for (const io::MemoryPlan& p : plans) CHECK(p.need_bytes <= p.mem_available);
+    // rank 3's disk at 2 GB/s: its experts take longest and the token waits for them
+    std::vector<cli::Bandwidths> machines(4, b);
+    machines[3].disk_gbps = machines[3].expert_gbps = 2;
+    const cli::RanksProjection slow_disk = cli::project_ranks(m, plans, machines, {});
+    const cli::RanksProjection fast_disks = cli::project_ranks(m, plans, b, {});
+    CHECK(slow_disk.projections[3].seconds_per_token > slow_disk.projections[1].seconds_per_token);
+    CHECK(slow_disk.seconds_per_token > fast_disks.seconds_per_token);
+    CHECK(slow_disk.seconds_per_token ==
+          doctest::Approx(slow_disk.projections[0].seconds_per_token + slow_disk.projections[3].seconds_per_token +
+                          slow_disk.exchange_seconds_per_token - slow_disk.projections[0].expert_part_seconds));
+
+    // rank 2 on a 1 GB machine: its cache cannot hold a layer's experts at once
+    try {
+        cli::rank_plans(m, auto_preset(), {int64_t(128e9), int64_t(128e9), int64_t(1e9), int64_t(128e9)});
+        FAIL("a 1 GB rank was given a plan");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).rfind("rank 2: ", 0) == 0);
+    }
 }

@@ -182,7 +182,18 @@ class Plan(unittest.TestCase):
                                  '--ranks', '2')
         self.assertEqual(rc, 1, err + out)
         self.assertIn('2 ranks: no plan: rank 0: --preset auto: MemAvailable is', out)
-        for bad in (['--ranks', '0'], ['--ranks', '2', '--net-gbit', '0'], ['--ranks', '2', '--net-latency-us', '-1']):
+        # Machines unlike: each rank's memory and disk; rank 3's slow disk bounds the token.
+        rc, out, err = self.plan(*machine, '--ranks', '4', '--rank-memory-gb', '256,64,64,64',
+                                 '--rank-disk-gbps', '7,7,7,2')
+        self.assertEqual(rc, 0, err + out)
+        part = out[len(one):]
+        self.assertIn("each machine's memory and disk as given", part)
+        self.assertRegex(part, r'rank 0: [^\n]*machine 256 GB, disk 7\.00 GB/s')
+        self.assertRegex(part, r'rank 3: [^\n]*machine 64 GB, disk 2\.00 GB/s')
+        self.assertGreater(float(re.search(r'expected ([\d.]+) s/token', part).group(1)), four_10)
+        for bad in (['--ranks', '0'], ['--ranks', '2', '--net-gbit', '0'], ['--ranks', '2', '--net-latency-us', '-1'],
+                    ['--ranks', '4', '--rank-memory-gb', '128,64'], ['--rank-disk-gbps', '7,7'],
+                    ['--ranks', '2', '--rank-disk-gbps', '7,0']):
             rc, _, err = self.plan('--memory-gb', '128', *bad)
             self.assertEqual(rc, 2, bad)
 
