@@ -4,6 +4,7 @@
 // and Responses render, sample and call tools identically. Fields this server does not know are
 // ignored and counted (wire/fields.h); cache_control, metadata and context_management are
 // known and change nothing here (the prompt cache works without being asked).
+#include <algorithm>
 #include <climits>
 
 #include "anthropic/messages.h"
@@ -14,11 +15,12 @@ namespace k3::server {
 
 namespace {
 
-// The text of a system prompt or a tool result: a string, or blocks whose text is joined.
-std::string block_text(const json& content, const std::string& where) {
-    if (content.is_string()) return content.get<std::string>();
+// A system prompt or a tool result as chat content: a string, or its text blocks as chat text
+// parts, each its own segment with nothing between them (docs/model.md "Chat layout").
+json block_parts(const json& content, const std::string& where) {
+    if (content.is_string()) return content;
     if (!content.is_array()) throw bad_request(where, "'" + where + "' must be a string or an array of blocks", "invalid_type");
-    std::string text;
+    json parts = json::array();
     for (size_t i = 0; i < content.size(); ++i) {
         const json& b = content[i];
         std::string at = where + "[" + std::to_string(i) + "]";
@@ -26,8 +28,7 @@ std::string block_text(const json& content, const std::string& where) {
         std::string type = string_field(b, "type", at + ".type");
         if (type == "text") {
             check_keys(b, {"type", "text", "cache_control", "citations"}, at);
-            if (!text.empty()) text += "\n";
-            text += string_field(b, "text", at + ".text");
+            parts.push_back({{"type", "text"}, {"text", string_field(b, "text", at + ".text")}});
         } else if (type == "image" || type == "document") {
             throw bad_request(at + ".type", "'" + type + "' blocks are not supported here (images only in a user message's content)",
                               "unsupported_content");
@@ -35,7 +36,15 @@ std::string block_text(const json& content, const std::string& where) {
             note_ignored_field(at + "(" + type + ")");
         }
     }
-    return text;
+    return parts;
+}
+
+// An is_error result: "Error: " before its text, in its first segment.
+json error_result(json body) {
+    if (body.is_string()) return "Error: " + body.get<std::string>();
+    if (body.empty()) return "Error: ";
+    body[0]["text"] = "Error: " + body[0]["text"].get<std::string>();
+    return body;
 }
 
 // One Anthropic message -> the chat messages it means. A user turn's tool_result blocks become
@@ -53,7 +62,7 @@ void translate_message(const json& m, size_t index, json& out) {
     // A system turn inside messages (Claude Code's mid-conversation system beta) is rendered
     // where it stands.
     if (role == "system") {
-        out.push_back({{"role", "system"}, {"content", block_text(*content, where + ".content")}});
+        out.push_back({{"role", "system"}, {"content", block_parts(*content, where + ".content")}});
         return;
     }
     if (content->is_string()) {
@@ -61,13 +70,12 @@ void translate_message(const json& m, size_t index, json& out) {
         return;
     }
     if (!content->is_array()) throw bad_request(where + ".content", "'" + where + ".content' must be a string or an array of blocks", "invalid_type");
-    std::string text, reasoning;
+    std::string reasoning;
     json calls = json::array();
-    json parts = json::array();  // a user turn with images: its text and images in order (chat parts)
-    auto flush_text = [&] {
-        if (!text.empty()) parts.push_back({{"type", "text"}, {"text", text}});
-        text.clear();
-    };
+    // The turn's text blocks and images in order, as chat parts: each text block its own segment
+    // (docs/model.md "Chat layout").
+    json parts = json::array();
+    bool has_text = false;
     for (size_t j = 0; j < content->size(); ++j) {
         const json& b = (*content)[j];
         std::string at = where + ".content[" + std::to_string(j) + "]";
@@ -75,14 +83,16 @@ void translate_message(const json& m, size_t index, json& out) {
         std::string type = string_field(b, "type", at + ".type");
         if (type == "text") {
             check_keys(b, {"type", "text", "cache_control", "citations"}, at);
-            text += string_field(b, "text", at + ".text");
+            std::string text = string_field(b, "text", at + ".text");
+            has_text |= !text.empty();
+            parts.push_back({{"type", "text"}, {"text", std::move(text)}});
         } else if (type == "tool_result" && role == "user") {
             check_keys(b, {"type", "tool_use_id", "content", "is_error", "cache_control"}, at);
             std::string id = string_field(b, "tool_use_id", at + ".tool_use_id");
             if (id.empty()) throw bad_request(at + ".tool_use_id", "'" + at + ".tool_use_id' is required", "missing_required_parameter");
             const json* result = field(b, "content");
-            std::string body = result ? block_text(*result, at + ".content") : "";
-            if (get_bool(b, "is_error").value_or(false)) body = "Error: " + body;
+            json body = result ? block_parts(*result, at + ".content") : json("");
+            if (get_bool(b, "is_error").value_or(false)) body = error_result(std::move(body));
             out.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", body}});
         } else if (type == "tool_use" && role == "assistant") {
             check_keys(b, {"type", "id", "name", "input", "cache_control", "caller"}, at);
@@ -118,7 +128,6 @@ void translate_message(const json& m, size_t index, json& out) {
                 throw bad_request(at + ".source.type", "image sources of type '" + source_type + "' are not supported (base64)",
                                   "image_url_not_supported");
             check_keys(*source, {"type", "media_type", "data"}, at + ".source");
-            flush_text();
             parts.push_back({{"type", "image_url"},
                              {"image_url",
                               {{"url", "data:" + string_field(*source, "media_type", at + ".source.media_type") + ";base64," +
@@ -135,15 +144,14 @@ void translate_message(const json& m, size_t index, json& out) {
         }
     }
     if (role == "assistant") {
-        json msg = {{"role", "assistant"}, {"content", text}};
+        json msg = {{"role", "assistant"}, {"content", parts}};
         if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
         if (!calls.empty()) msg["tool_calls"] = calls;
         out.push_back(std::move(msg));
-    } else if (!parts.empty()) {
-        flush_text();
+    } else if (has_text || std::any_of(parts.begin(), parts.end(), [](const json& p) { return p["type"] != "text"; })) {
         out.push_back({{"role", "user"}, {"content", parts}});
-    } else if (!text.empty() || out.empty() || out.back()["role"] != "tool") {
-        out.push_back({{"role", "user"}, {"content", text}});
+    } else if (out.empty() || out.back()["role"] != "tool") {
+        out.push_back({{"role", "user"}, {"content", ""}});
     }
 }
 
@@ -252,7 +260,7 @@ json translate(const json& body, GenerationRequest& r) {
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     check_fields(body, kMessagesFields);
     json messages = json::array();
-    if (const json* system = field(body, "system")) messages.push_back({{"role", "system"}, {"content", block_text(*system, "system")}});
+    if (const json* system = field(body, "system")) messages.push_back({{"role", "system"}, {"content", block_parts(*system, "system")}});
     const json* in = field(body, "messages");
     if (!in) throw bad_request("messages", "'messages' is required", "missing_required_parameter");
     if (!in->is_array()) throw bad_request("messages", "'messages' must be an array", "invalid_type");

@@ -85,15 +85,18 @@ bool has(const std::vector<std::string>& v, const std::string& x) { return std::
 
 }  // namespace
 
-TEST_CASE("Messages request: system as a string, as blocks joined by a newline, and as a turn") {
+TEST_CASE("Messages request: system as a string, as blocks (each its own text segment), and as a turn") {
     json msgs = json::array({user("hi")});
     json b = body_of(msgs);
     b["system"] = "Be brief.";
     json c = chat_of(json::array({{{"role", "system"}, {"content", "Be brief."}}, user("hi")}));
     CHECK(messages(b).prompt == chat(c).prompt);
     b["system"] = json::array({text("Be"), text("brief.")});
-    c["messages"][0]["content"] = "Be\nbrief.";
+    // Blocks are chat text parts: each its own segment, nothing between them (docs/model.md
+    // "Chat layout"), not one text joined by newlines.
+    c["messages"][0]["content"] = json::array({text("Be"), text("brief.")});
     CHECK(messages(b).prompt == chat(c).prompt);
+    CHECK(messages(b).prompt.find("Bebrief.") != std::string::npos);
     // A system turn inside messages is rendered where it stands, not moved to the front.
     json mid = body_of(json::array({user("a"), assistant("b"), {{"role", "system"}, {"content", json::array({text("now terse")})}}, user("c")}));
     json mid_chat = chat_of(json::array({user("a"), assistant("b"), {{"role", "system"}, {"content", "now terse"}}, user("c")}));
@@ -126,17 +129,23 @@ TEST_CASE("Messages request: tool_use becomes the assistant's tool call, tool_re
     CHECK(m.prompt.find("key=\"city\" type=\"string\"<|sep|>Oslo<|close|>argument") != std::string::npos);
     CHECK(m.request.params.tools_json == chat(c).request.params.tools_json);
 
-    // A result as text blocks is their text joined by newlines; is_error marks it.
+    // A result as text blocks is their text parts, each its own segment; is_error marks it.
     json blocks = b;
     blocks["messages"][2]["content"][0]["content"] = json::array({text("-3 C"), text("windy")});
     json blocks_chat = c;
-    blocks_chat["messages"][2]["content"] = "-3 C\nwindy";
+    blocks_chat["messages"][2]["content"] = json::array({text("-3 C"), text("windy")});
     CHECK(messages(blocks).prompt == chat(blocks_chat).prompt);
     json failed = b;
     failed["messages"][2]["content"][0]["is_error"] = true;
     json failed_chat = c;
     failed_chat["messages"][2]["content"] = "Error: -3 C";
     CHECK(messages(failed).prompt == chat(failed_chat).prompt);
+    // A failed result as blocks: "Error: " opens its first segment.
+    json failed_blocks = blocks;
+    failed_blocks["messages"][2]["content"][0]["is_error"] = true;
+    json failed_blocks_chat = c;
+    failed_blocks_chat["messages"][2]["content"] = json::array({text("Error: -3 C"), text("windy")});
+    CHECK(messages(failed_blocks).prompt == chat(failed_blocks_chat).prompt);
     json not_failed = b;
     not_failed["messages"][2]["content"][0]["is_error"] = false;
     CHECK(messages(not_failed).prompt == m.prompt);
