@@ -29,7 +29,7 @@ FROM debian:12-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      libgomp1 libspdlog1.10 libfmt9 libcpp-httplib0.11 libpcre2-8-0 libsystemd0 libcurl4 libssl3 \
+      libgomp1 libspdlog1.10 libfmt9 libpcre2-8-0 libsystemd0 libcurl4 libssl3 \
       libpng16-16 libjpeg62-turbo curl ca-certificates libopenmpi3 openmpi-bin \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /var/lib/k3serve --create-home --shell /usr/sbin/nologin k3serve

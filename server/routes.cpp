@@ -61,7 +61,7 @@ struct Router::Impl {
     // Every handler runs inside this: OpenAI-shaped errors for anything thrown.
     template <class Fn>
     HttpServer::Handler wrap(Fn fn) {
-        return [this, fn](const httplib::Request& req, httplib::Response& res) {
+        return [this, fn](const HttpRequest& req, HttpResponse& res) {
             try {
                 fn(req, res);
             } catch (const ApiError& e) {
@@ -85,7 +85,7 @@ struct Router::Impl {
 
     void install() {
         server.set_pre_routing_handler([this](const auto& req, auto& res) { return gate.check(req, res); });
-        server.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        server.set_exception_handler([this](const HttpRequest& req, HttpResponse& res, std::exception_ptr ep) {
             std::string what = "unknown exception";
             try {
                 if (ep) std::rethrow_exception(ep);
@@ -99,12 +99,12 @@ struct Router::Impl {
         });
         // Fills in an OpenAI error body for errors the front produces itself (404, 405, and the
         // request limits: 400, 408, 413, 414, 415, 431, 501, 503), whose reason says why.
-        server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        server.set_error_handler([this](const HttpRequest& req, HttpResponse& res) {
             if (res.body.empty() && res.status != 204) {
                 std::string message = !res.reason.empty() ? res.reason
                                       : res.status == 404 ? "no route for " + req.method + " " + req.path
                                       : res.status == 405 ? req.method + " is not allowed on " + req.path +
-                                                                " (allowed: " + res.get_header_value("Allow") + ")"
+                                                                " (allowed: " + res.header("Allow") + ")"
                                                           : "HTTP error " + std::to_string(res.status);
                 // the front's own 503 (every handler busy, too many connections) is a refusal
                 // under load, like a full queue, not a server error
@@ -112,12 +112,12 @@ struct Router::Impl {
                                             : res.status >= 500 ? RequestOutcome::Error
                                                                 : RequestOutcome::Invalid);
                 send_error(req, res, transport_error(res.status, message));
-                if (res.status == 503 && !res.has_header("Retry-After")) res.set_header("Retry-After", "2");
+                if (res.status == 503 && !res.has_header("Retry-After")) res.add_header("Retry-After", "2");
             }
             return HttpServer::HandlerResponse::Handled;
         });
         // The path is logged escaped: a %0a in it must not forge a log line.
-        server.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        server.set_logger([](const HttpRequest& req, const HttpResponse& res) {
             spdlog::debug("{} {} -> {}", req.method, json(req.path).dump(-1, ' ', true, json::error_handler_t::replace),
                           res.status);
         });

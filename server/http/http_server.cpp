@@ -342,15 +342,15 @@ struct HttpServer::Impl {
     }
 
     // The request as the handlers see it; `body` is moved in when it has arrived.
-    Request make_request(Connection& c, bool with_body) {
+    HttpRequest make_request(Connection& c, bool with_body) {
         ParsedRequest& p = c.parser.request();
-        Request req;
+        HttpRequest req;
         req.method = p.method;
         req.target = p.target;
         size_t q = p.target.find('?');
         req.path = p.target.substr(0, q);
         if (q != std::string::npos) parse_query(p.target.substr(q + 1), req.params);
-        req.version = p.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+        req.version_minor = p.version_minor;
         for (auto& [k, v] : p.headers) req.headers.emplace(k, v);
         if (with_body) req.body = std::move(p.body);
         req.remote_addr = c.remote_addr;
@@ -365,8 +365,8 @@ struct HttpServer::Impl {
     // out now and the body is never read. True: read the body.
     bool admit_body(Connection& c) {
         if (pre_routing) {
-            Request req = make_request(c, false);
-            Response res;
+            HttpRequest req = make_request(c, false);
+            HttpResponse res;
             HandlerResponse handled = HandlerResponse::Unhandled;
             try {
                 handled = pre_routing(req, res);
@@ -391,22 +391,22 @@ struct HttpServer::Impl {
 
     // A short answer written by the loop itself (never blocks: the socket buffer is empty).
     void answer_from_loop(Connection& c, int status, const std::string& message) {
-        Request req;
+        HttpRequest req;
         req.method = c.parser.request().method;
         req.target = c.parser.request().target;
         req.path = req.target.substr(0, req.target.find('?'));
         req.remote_addr = c.remote_addr;
         req.remote_port = c.remote_port;
-        Response res;
+        HttpResponse res;
         res.status = status;
         res.reason = message;
-        if (status == 503) res.set_header("Retry-After", "2");
+        if (status == 503) res.add_header("Retry-After", "2");
         if (error_handler) error_handler(req, res);
         if (res.body.empty()) res.set_content(message + "\n", "text/plain");
         send_from_loop(c, req, res);
     }
 
-    void send_from_loop(Connection& c, const Request& req, Response& res) {
+    void send_from_loop(Connection& c, const HttpRequest& req, HttpResponse& res) {
         if (res.status >= 400 && res.body.empty() && error_handler) error_handler(req, res);
         std::string head = response_head(res, req.method.empty() ? 1 : c.parser.request().version_minor, false,
                                          res.body.size(), false);
@@ -481,7 +481,7 @@ struct HttpServer::Impl {
     // Runs the request and writes the answer. Returns whether the connection stays open.
     bool answer(Connection& c) {
         ParsedRequest& p = c.parser.request();
-        Request req = make_request(c, true);
+        HttpRequest req = make_request(c, true);
 
         CurrentConnection current;
         current.fd = c.fd;
@@ -489,11 +489,9 @@ struct HttpServer::Impl {
         current.http10 = p.version_minor == 0;
         t_current = &current;
 
-        Response res;
-        res.version = req.version;
+        HttpResponse res;
         run_handlers(req, res);
-        if (res.status == -1) res.status = 200;
-        if (res.status >= 400 && res.body.empty() && !res.content_provider_ && error_handler) error_handler(req, res);
+        if (res.status >= 400 && res.body.empty() && !res.streamed() && error_handler) error_handler(req, res);
         if (logger) logger(req, res);
 
         bool keep = p.keep_alive && running.load();
@@ -502,7 +500,7 @@ struct HttpServer::Impl {
         return ok && keep;
     }
 
-    void run_handlers(const Request& req, Response& res) {
+    void run_handlers(const HttpRequest& req, HttpResponse& res) {
         try {
             if (pre_routing && pre_routing(req, res) == HandlerResponse::Handled) return;
             std::string allow;
@@ -512,12 +510,12 @@ struct HttpServer::Impl {
                 (*handler)(req, res);
             } else if (!allow.empty()) {
                 res.status = 405;
-                res.set_header("Allow", allow);
+                res.add_header("Allow", allow);
             } else {
                 res.status = 404;
             }
         } catch (...) {
-            res = Response();
+            res = HttpResponse();
             res.status = 500;
             if (exception_handler) exception_handler(req, res, std::current_exception());
         }

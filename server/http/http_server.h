@@ -1,9 +1,8 @@
-// HttpServer: the daemon's HTTP/1.1 connection model. Debian 12 ships cpp-httplib
+// HttpServer: the daemon's HTTP/1.1 connection model, of our own. Debian 12 ships cpp-httplib
 // 0.11, which gives each connection a pool thread for its whole life, has only a per-recv read
 // timeout (no deadline for a request head or body), no cap on header count or unterminated
-// lines, and inflates gzip bodies before the size cap applies. So httplib is used here for its
-// Request/Response/DataSink types only (the handlers are written against them) and the
-// connection handling is our own:
+// lines, and inflates gzip bodies before the size cap applies. So the server has its own
+// request, response and stream types (http/message.h), its own parser and writer, and:
 //
 //   * one event-loop thread accepts and reads every connection that is not being answered
 //     (new, idle keep-alive, or sending its request), non-blocking, with a deadline for the head
@@ -15,18 +14,21 @@
 //   * requests that break a limit are answered from the loop (400/408/413/414/415/431/501),
 //     with the connection closed after a short lingering read.
 //
+// What it gives up: HTTP/2 and TLS (a proxy in front adds them), compressed answers, byte
+// ranges and multipart bodies; none of the daemon's routes needs them.
+//
 // The handler-thread budget only has to cover requests being answered (running + queued +
 // quick ones), which the daemon sizes from its queue depth, so /health and /metrics are always
 // answered while every generation slot is taken.
 #pragma once
-#include <httplib.h>
-
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "http/connection_table.h"
+#include "http/message.h"
 #include "http/request_parser.h"
 
 namespace k3::server {
@@ -58,13 +60,12 @@ struct HttpServerOptions {
 
 class HttpServer {
 public:
-    using Request = httplib::Request;
-    using Response = httplib::Response;
-    using Handler = std::function<void(const Request&, Response&)>;
-    using HandlerResponse = httplib::Server::HandlerResponse;
-    using HandlerWithResponse = std::function<HandlerResponse(const Request&, Response&)>;
-    using ExceptionHandler = std::function<void(const Request&, Response&, std::exception_ptr)>;
-    using Logger = std::function<void(const Request&, const Response&)>;
+    using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
+    // What a pre-routing or error handler did: Handled means `res` is the answer.
+    enum class HandlerResponse { Handled, Unhandled };
+    using HandlerWithResponse = std::function<HandlerResponse(const HttpRequest&, HttpResponse&)>;
+    using ExceptionHandler = std::function<void(const HttpRequest&, HttpResponse&, std::exception_ptr)>;
+    using Logger = std::function<void(const HttpRequest&, const HttpResponse&)>;
 
     explicit HttpServer(HttpServerOptions options = {});
     ~HttpServer();

@@ -26,7 +26,7 @@ std::string percent_decode(const std::string& s) {
 
 }  // namespace
 
-void parse_query(const std::string& query, httplib::Params& params) {
+void parse_query(const std::string& query, QueryParams& params) {
     size_t pos = 0;
     while (pos < query.size()) {
         size_t amp = query.find('&', pos);

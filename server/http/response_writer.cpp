@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kCopiedBody = 64 * 1024;
 }  // namespace
 
-std::string response_head(const httplib::Response& res, int version_minor, bool chunked, size_t length, bool keep) {
+std::string response_head(const HttpResponse& res, int version_minor, bool chunked, size_t length, bool keep) {
     std::string head = std::string(version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(res.status) + " " +
                        reason_phrase(res.status) + "\r\n";
     for (const auto& [k, v] : res.headers) {
@@ -73,9 +73,9 @@ bool write_all(int fd, const char* data, size_t size, double timeout_s) {
     return true;
 }
 
-bool write_response(int fd, int version_minor, bool head_only, httplib::Response& res, bool& keep, double timeout,
+bool write_response(int fd, int version_minor, bool head_only, HttpResponse& res, bool& keep, double timeout,
                     CurrentConnection& current) {
-    if (!res.content_provider_) {
+    if (!res.streamed()) {
         std::string out = response_head(res, version_minor, false, res.body.size(), keep);
         current.committed = true;
         if (head_only) return write_all(fd, out.data(), out.size(), timeout);
@@ -94,7 +94,7 @@ bool write_response(int fd, int version_minor, bool head_only, httplib::Response
     if (head_only) {
         std::string head = response_head(res, version_minor, chunked, size_t(-1), keep);
         current.committed = true;
-        res.content_provider_success_ = false;
+        res.set_stream_complete(false);
         return write_all(fd, head.data(), head.size(), timeout);
     }
     if (!chunked) keep = false;
@@ -102,8 +102,7 @@ bool write_response(int fd, int version_minor, bool head_only, httplib::Response
     current.committed = true;
     bool ok = write_all(fd, head.data(), head.size(), timeout);
     bool done = false;
-    size_t offset = 0;
-    httplib::DataSink sink;
+    StreamSink sink;
     sink.write = [&](const char* d, size_t n) {
         if (!ok || n == 0) return ok;
         if (chunked) {
@@ -114,16 +113,14 @@ bool write_response(int fd, int version_minor, bool head_only, httplib::Response
         } else {
             ok = write_all(fd, d, n, timeout);
         }
-        offset += n;
         return ok;
     };
     sink.done = [&] { done = true; };
-    sink.is_writable = [&] { return ok; };
     while (ok && !done) {
-        if (!res.content_provider_(offset, 0, sink)) ok = false;
+        if (!res.provide(sink)) ok = false;
     }
     if (ok && chunked) ok = write_all(fd, "0\r\n\r\n", 5, timeout);
-    res.content_provider_success_ = ok;
+    res.set_stream_complete(ok);
     return ok;
 }
 

@@ -39,7 +39,7 @@ struct Exchange {
     std::optional<Clock::time_point> deadline;
     std::vector<JobEvent> pending;    // received before streaming began
 
-    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const httplib::Request& req,
+    Exchange(std::shared_ptr<Job> j, std::unique_ptr<Responder> r, const HttpRequest& req,
              std::optional<Clock::time_point> until)
         : job(std::move(j)), responder(std::move(r)), probe(req.remote_addr, req.remote_port, req.local_port),
           deadline(until) {}
@@ -68,7 +68,7 @@ struct Exchange {
     }
 };
 
-void GenerationRoute::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+void GenerationRoute::generate(const HttpRequest& req, HttpResponse& res, Endpoint endpoint) {
     if (state_.phase.load() == Phase::Draining) {
         state_.metrics.count_request(RequestOutcome::RejectedShutdown);
         throw shutting_down_error();
@@ -160,7 +160,7 @@ void GenerationRoute::compile_grammar(GenerationParams& params, const GrammarLim
 
 // What the tolerance policy did to this request (wire/fields.h), told to the operator (the
 // log, /metrics) and to the client (response headers).
-void GenerationRoute::report_tolerance(const httplib::Request& req, httplib::Response& res,
+void GenerationRoute::report_tolerance(const HttpRequest& req, HttpResponse& res,
                                        const GenerationRequest& g, const IgnoredFields& ignored) {
     state_.metrics.count_ignored(ignored.fields.size(), ignored.tools.size());
     auto joined = [](const std::vector<std::string>& v) {
@@ -171,19 +171,19 @@ void GenerationRoute::report_tolerance(const httplib::Request& req, httplib::Res
     if (!ignored.fields.empty()) spdlog::debug("{} {}: ignored unknown fields: {}", req.method, req.path, joined(ignored.fields));
     if (!ignored.tools.empty()) {
         spdlog::info("{} {}: left out tools this server cannot run: {}", req.method, req.path, joined(ignored.tools));
-        res.set_header("X-K3-Ignored-Tools", joined(ignored.tools));
+        res.add_header("X-K3-Ignored-Tools", joined(ignored.tools));
     }
     if (!g.clamp.param.empty()) {
         state_.metrics.count_max_tokens_clamped();
         spdlog::info("{} {}: {} {} lowered to {}, what the context leaves", req.method, req.path, g.clamp.param,
                      g.clamp.asked, g.clamp.granted);
-        res.set_header("X-K3-Max-Tokens-Clamped",
+        res.add_header("X-K3-Max-Tokens-Clamped",
                        g.clamp.param + "=" + std::to_string(g.clamp.asked) + "; granted=" + std::to_string(g.clamp.granted));
     }
 }
 
 // Non-streaming: collect everything, answer once. A client that leaves cancels the job.
-void GenerationRoute::respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+void GenerationRoute::respond_whole(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, HttpResponse& res) {
     // counted like a stream, so a shutdown waits for this answer too
     ++state_.open_streams;
     struct Closed {
@@ -204,7 +204,7 @@ void GenerationRoute::respond_whole(const httplib::Request& req, const std::shar
                 // the answer's peak stays near twice its size (openai/choices_responder.h).
                 res.status = 200;
                 res.body = ex->responder->whole_body();
-                res.set_header("Content-Type", "application/json");
+                res.add_header("Content-Type", "application/json");
                 return;
             }
         }
@@ -218,7 +218,7 @@ void GenerationRoute::respond_whole(const httplib::Request& req, const std::shar
 
 // Streaming: wait briefly for the first event so that an early error is a plain HTTP error;
 // after that (or after the first ping interval) commit to 200 + SSE.
-void GenerationRoute::stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+void GenerationRoute::stream(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, HttpResponse& res) {
     // Counted from here (not from the commit), so a shutdown that cancels the job before its
     // first event still waits for this handler to answer.
     ++state_.open_streams;
@@ -239,13 +239,12 @@ void GenerationRoute::stream(const httplib::Request& req, const std::shared_ptr<
         --state_.open_streams;
         return;
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
+    res.add_header("Cache-Control", "no-cache");
+    res.add_header("X-Accel-Buffering", "no");
     double ping_s = config().sse_ping_s;
-    res.set_chunked_content_provider(
+    res.stream(
         "text/event-stream",
-        [ex, ping_s](size_t, httplib::DataSink& sink) {
-            // (an empty write would end httplib's chunked stream: skip it)
+        [ex, ping_s](StreamSink& sink) {
             auto last_write = Clock::now();
             auto write = [&](const std::string& s) {
                 if (s.empty()) return true;

@@ -3,11 +3,10 @@
 // worker, and its events are answered whole or streamed as SSE while the client is watched
 // (docs/architecture.md "A request's way").
 #pragma once
-#include <httplib.h>
-
 #include <memory>
 #include <string>
 
+#include "http/message.h"
 #include "wire/fields.h"
 #include "wire/generation_request.h"
 #include "wire/responder.h"
@@ -25,14 +24,14 @@ class GenerationRoute {
 public:
     explicit GenerationRoute(ServerState& s) : state_(s) {}
 
-    void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+    void generate(const HttpRequest& req, HttpResponse& res, Endpoint endpoint);
 
 private:
     void compile_grammar(GenerationParams& params, const GrammarLimits& limits);
-    void report_tolerance(const httplib::Request& req, httplib::Response& res, const GenerationRequest& g,
+    void report_tolerance(const HttpRequest& req, HttpResponse& res, const GenerationRequest& g,
                           const IgnoredFields& ignored);
-    void respond_whole(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
-    void stream(const httplib::Request& req, const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+    void respond_whole(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, HttpResponse& res);
+    void stream(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, HttpResponse& res);
 
     const DaemonConfig& config() const { return state_.config; }
 

@@ -9,7 +9,7 @@
 
 namespace k3::server {
 
-void InfoRoutes::health(const httplib::Request& req, httplib::Response& res) {
+void InfoRoutes::health(const HttpRequest& req, HttpResponse& res) {
     switch (state_.phase.load()) {
         case Phase::Ready: {
             if (std::string problem = state_.liveness ? state_.liveness->problem() : ""; !problem.empty()) {
@@ -47,7 +47,7 @@ void InfoRoutes::health(const httplib::Request& req, httplib::Response& res) {
     }
 }
 
-void InfoRoutes::models(httplib::Response& res) {
+void InfoRoutes::models(HttpResponse& res) {
     json model = {{"id", state_.limits.model_name},
                   {"object", "model"},
                   {"created", state_.start_time},
@@ -71,7 +71,7 @@ void InfoRoutes::models(httplib::Response& res) {
 }
 
 // GET /v1/models/{id} (the SDK's models.retrieve).
-void InfoRoutes::model(const httplib::Request& req, httplib::Response& res) {
+void InfoRoutes::model(const HttpRequest& req, HttpResponse& res) {
     std::string id = req.path.substr(std::string("/v1/models/").size());
     if (id != state_.limits.model_name && (state_.limits.strict_model_name || id.empty()))
         throw ApiError(404, "not_found_error", "model_not_found", "model",
@@ -82,7 +82,7 @@ void InfoRoutes::model(const httplib::Request& req, httplib::Response& res) {
     res.body = dump(one);
 }
 
-void InfoRoutes::props(httplib::Response& res) {
+void InfoRoutes::props(HttpResponse& res) {
     json j = {{"model",
                {{"id", state_.limits.model_name},
                 {"name", state_.info.name},
@@ -107,15 +107,15 @@ void InfoRoutes::props(httplib::Response& res) {
     send_json(res, 200, j);
 }
 
-void InfoRoutes::status(const httplib::Request& req, httplib::Response& res) {
+void InfoRoutes::status(const HttpRequest& req, HttpResponse& res) {
     uint64_t since = 0;
     if (req.has_param("since")) {
-        const std::string v = req.get_param_value("since");
+        const std::string v = req.param("since");
         char* end = nullptr;
         since = std::strtoull(v.c_str(), &end, 10);
         if (v.empty() || *end != '\0') throw bad_request("since", "'since' must be a non-negative integer");
     }
-    res.set_header("Cache-Control", "no-store");
+    res.add_header("Cache-Control", "no-store");
     send_json(res, 200, status_json(state_, since));
 }
 

@@ -1,8 +1,7 @@
 // The routes that describe the daemon: GET /health, /v1/models (and /v1/models/{id}), /props and
 // /v1/status (docs/api.md).
 #pragma once
-#include <httplib.h>
-
+#include "http/message.h"
 #include "routes/server_state.h"
 
 namespace k3::server {
@@ -11,11 +10,11 @@ class InfoRoutes {
 public:
     explicit InfoRoutes(ServerState& s) : state_(s) {}
 
-    void health(const httplib::Request& req, httplib::Response& res);
-    void models(httplib::Response& res);
-    void model(const httplib::Request& req, httplib::Response& res);
-    void props(httplib::Response& res);
-    void status(const httplib::Request& req, httplib::Response& res);
+    void health(const HttpRequest& req, HttpResponse& res);
+    void models(HttpResponse& res);
+    void model(const HttpRequest& req, HttpResponse& res);
+    void props(HttpResponse& res);
+    void status(const HttpRequest& req, HttpResponse& res);
 
 private:
     const DaemonConfig& config() const { return state_.config; }

@@ -57,15 +57,15 @@ bool is_ui_path(const std::string& path) {
     return path == "/" || (path.size() > 1 && find_web_asset(path.substr(1)) != nullptr);
 }
 
-std::string presented_api_key(const httplib::Request& req) {
-    const std::string header = req.get_header_value("Authorization");
+std::string presented_api_key(const HttpRequest& req) {
+    const std::string header = req.header("Authorization");
     std::string key;
     if (header.size() > 7 && iequals(header.substr(0, 7), "Bearer ")) key = header.substr(7);  // scheme is case-insensitive
-    if (key.empty()) key = req.get_header_value("X-Api-Key");
+    if (key.empty()) key = req.header("X-Api-Key");
     return key;
 }
 
-uint64_t prompt_cache_partition(const DaemonConfig& config, const httplib::Request& req) {
+uint64_t prompt_cache_partition(const DaemonConfig& config, const HttpRequest& req) {
     if (config.api_keys.empty()) return 0;
     const std::string key = presented_api_key(req);
     // The gate let the request through, so the key is one of the configured ones; hashed with a
@@ -83,29 +83,29 @@ RequestGate::RequestGate(ServerState& s) : state_(s) {
     }
 }
 
-void RequestGate::add_cors(const httplib::Request& req, httplib::Response& res) const {
+void RequestGate::add_cors(const HttpRequest& req, HttpResponse& res) const {
     const std::string& allowed = config().cors_origin;
     if (allowed.empty()) return;
     if (allowed == "*") {
-        res.set_header("Access-Control-Allow-Origin", "*");
-    } else if (req.get_header_value("Origin") == allowed) {
-        res.set_header("Access-Control-Allow-Origin", allowed);
-        res.set_header("Vary", "Origin");
+        res.add_header("Access-Control-Allow-Origin", "*");
+    } else if (req.header("Origin") == allowed) {
+        res.add_header("Access-Control-Allow-Origin", allowed);
+        res.add_header("Vary", "Origin");
     } else {
         return;
     }
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.add_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     // Whatever the client asks for (the OpenAI SDK sends X-Stainless-* headers, others
     // X-Api-Key): the origin check above is the gate, not the header names.
-    std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    std::string asked = req.header("Access-Control-Request-Headers");
     bool plain = std::all_of(asked.begin(), asked.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' ';
     });
-    res.set_header("Access-Control-Allow-Headers", !asked.empty() && plain ? asked : "Authorization, Content-Type, X-Api-Key");
-    res.set_header("Access-Control-Max-Age", "600");
+    res.add_header("Access-Control-Allow-Headers", !asked.empty() && plain ? asked : "Authorization, Content-Type, X-Api-Key");
+    res.add_header("Access-Control-Max-Age", "600");
 }
 
-bool RequestGate::authorized(const httplib::Request& req) const {
+bool RequestGate::authorized(const HttpRequest& req) const {
     if (config().api_keys.empty()) return true;
     const std::string key = presented_api_key(req);
     for (const auto& k : config().api_keys)
@@ -113,9 +113,9 @@ bool RequestGate::authorized(const httplib::Request& req) const {
     return false;
 }
 
-HttpServer::HandlerResponse RequestGate::check(const httplib::Request& req, httplib::Response& res) {
+HttpServer::HandlerResponse RequestGate::check(const HttpRequest& req, HttpResponse& res) {
     if (!allowed_hosts_.empty() && req.has_header("Host")) {
-        std::string host = host_name(req.get_header_value("Host"));
+        std::string host = host_name(req.header("Host"));
         bool ok = std::any_of(allowed_hosts_.begin(), allowed_hosts_.end(), [&](const std::string& h) { return iequals(h, host); });
         if (!ok) {
             state_.metrics.count_request(RequestOutcome::Invalid);
@@ -128,12 +128,12 @@ HttpServer::HandlerResponse RequestGate::check(const httplib::Request& req, http
     add_cors(req, res);
     if (req.method == "OPTIONS") {
         res.status = config().cors_origin.empty() ? 405 : 204;
-        if (res.status == 405) res.set_header("Allow", "GET, HEAD, POST");
+        if (res.status == 405) res.add_header("Allow", "GET, HEAD, POST");
         return HttpServer::HandlerResponse::Handled;
     }
     // Only JSON bodies: a form or text/plain POST is a "simple" cross-site request that a
     // browser sends without asking first.
-    if (req.method == "POST" && !iequals(media_type(req.get_header_value("Content-Type")), "application/json")) {
+    if (req.method == "POST" && !iequals(media_type(req.header("Content-Type")), "application/json")) {
         state_.metrics.count_request(RequestOutcome::Invalid);
         send_error(req, res, ApiError(415, "invalid_request_error", "unsupported_media_type", "",
                                  "POST bodies must be sent as Content-Type: application/json"));

@@ -15,24 +15,24 @@ namespace k3::server {
 bool is_ui_path(const std::string& path);
 
 // The API key a request presents: "Authorization: Bearer K", else "X-Api-Key: K" (empty: none).
-std::string presented_api_key(const httplib::Request& req);
+std::string presented_api_key(const HttpRequest& req);
 
 // The prompt cache partition a request's states belong to (engine.h Session::set_cache_partition):
 // 0 when the daemon has no keys, else a hash (FNV-1a 64, k3/fnv1a.h) of the configured key the
 // request presents, never 0. Not the key's place in the list, which moves when keys are added or
 // removed and would hand one key's states on disk to another after a restart; and not the key
 // itself, which the cache (and its disk tier) must not hold. docs/operations.md "The prompt cache and API keys".
-uint64_t prompt_cache_partition(const DaemonConfig& config, const httplib::Request& req);
+uint64_t prompt_cache_partition(const DaemonConfig& config, const HttpRequest& req);
 
 class RequestGate {
 public:
     explicit RequestGate(ServerState& state);
     // Handled: `res` is the refusal (or the CORS preflight's answer); Unhandled: route it.
-    HttpServer::HandlerResponse check(const httplib::Request& req, httplib::Response& res);
+    HttpServer::HandlerResponse check(const HttpRequest& req, HttpResponse& res);
 
 private:
-    void add_cors(const httplib::Request& req, httplib::Response& res) const;
-    bool authorized(const httplib::Request& req) const;
+    void add_cors(const HttpRequest& req, HttpResponse& res) const;
+    bool authorized(const HttpRequest& req) const;
     const DaemonConfig& config() const { return state_.config; }
 
     ServerState& state_;

@@ -5,19 +5,19 @@
 
 namespace k3::server {
 
-void send_json(httplib::Response& res, int status, const json& body) {
+void send_json(HttpResponse& res, int status, const json& body) {
     res.status = status;
     res.set_content(dump(body), "application/json");
 }
 
 // Errors in the shape of the API the path belongs to: Anthropic's for /v1/messages, OpenAI's
 // everywhere else.
-void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+void send_error(const HttpRequest& req, HttpResponse& res, const ApiError& e) {
     if (is_anthropic_path(req.path))
         send_json(res, anthropic_status(e), anthropic_error_body(e));
     else
         send_json(res, e.status, error_body(e));
-    if (int s = retry_after_seconds(e)) res.set_header("Retry-After", std::to_string(s));
+    if (int s = retry_after_seconds(e)) res.add_header("Retry-After", std::to_string(s));
 }
 
 JsonBodyLimits json_limits(const ServerState& state) {

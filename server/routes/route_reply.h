@@ -2,16 +2,15 @@
 // (Anthropic's for /v1/messages, OpenAI's everywhere else), and the JSON limits request bodies
 // are read with.
 #pragma once
-#include <httplib.h>
-
+#include "http/message.h"
 #include "wire/error.h"
 #include "wire/json_body.h"
 #include "routes/server_state.h"
 
 namespace k3::server {
 
-void send_json(httplib::Response& res, int status, const json& body);
-void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e);
+void send_json(HttpResponse& res, int status, const json& body);
+void send_error(const HttpRequest& req, HttpResponse& res, const ApiError& e);
 // --max-json-depth, and a value budget from the context size (wire/json_body.h).
 JsonBodyLimits json_limits(const ServerState& state);
 

@@ -11,7 +11,7 @@
 namespace k3::server {
 
 // POST /v1/messages/count_tokens: {"input_tokens": N}.
-void TokenRoutes::count_tokens(const httplib::Request& req, httplib::Response& res) {
+void TokenRoutes::count_tokens(const HttpRequest& req, HttpResponse& res) {
     json body = parse_json_body(req.body, json_limits(state_)).value;
     IgnoredFields ignored;
     IgnoredFieldsScope scope(ignored);
@@ -41,7 +41,7 @@ json tokenize_chat(const json& body, const Tokenizer& tok, const ModelLimits& li
 
 }  // namespace
 
-void TokenRoutes::tokenize(const httplib::Request& req, httplib::Response& res) {
+void TokenRoutes::tokenize(const HttpRequest& req, HttpResponse& res) {
     json body = parse_json_body(req.body, json_limits(state_)).value;
     if (!body.is_object()) throw bad_request("", "the request body must be a JSON object", "invalid_type");
     if (body.contains("messages")) {
@@ -75,7 +75,7 @@ void TokenRoutes::tokenize(const httplib::Request& req, httplib::Response& res) 
     send_json(res, 200, {{"tokens", tokens}, {"count", ids.size()}});
 }
 
-void TokenRoutes::detokenize(const httplib::Request& req, httplib::Response& res) {
+void TokenRoutes::detokenize(const HttpRequest& req, HttpResponse& res) {
     json body = parse_json_body(req.body, json_limits(state_)).value;
     if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
         throw bad_request("tokens", "'tokens' must be an array of token ids", "invalid_type");

@@ -1,8 +1,7 @@
 // The tokenizer's routes: POST /tokenize, /detokenize and Anthropic's /v1/messages/count_tokens
 // (docs/api.md).
 #pragma once
-#include <httplib.h>
-
+#include "http/message.h"
 #include "routes/server_state.h"
 
 namespace k3::server {
@@ -11,9 +10,9 @@ class TokenRoutes {
 public:
     explicit TokenRoutes(ServerState& s) : state_(s) {}
 
-    void count_tokens(const httplib::Request& req, httplib::Response& res);
-    void tokenize(const httplib::Request& req, httplib::Response& res);
-    void detokenize(const httplib::Request& req, httplib::Response& res);
+    void count_tokens(const HttpRequest& req, HttpResponse& res);
+    void tokenize(const HttpRequest& req, HttpResponse& res);
+    void detokenize(const HttpRequest& req, HttpResponse& res);
 
 private:
     ServerState& state_;

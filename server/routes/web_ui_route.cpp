@@ -27,7 +27,7 @@ std::string etag_of(const WebAsset& asset) {
 // build is picked up at once); the Debian libraries under vendor/ may be kept for a day.
 // Content-Security-Policy: only this origin's scripts, styles, fonts and connections, no inline
 // script or style, no frames, no plugins.
-void answer_web_ui(const DaemonConfig& config, const httplib::Request& req, httplib::Response& res) {
+void answer_web_ui(const DaemonConfig& config, const HttpRequest& req, HttpResponse& res) {
     std::string name = req.path == "/" ? "index.html" : req.path.substr(1);
     const WebAsset* asset = find_web_asset(name);
     if (!asset) throw not_found_error("no such file");
@@ -37,13 +37,13 @@ void answer_web_ui(const DaemonConfig& config, const httplib::Request& req, http
         return m;
     }();
     bool vendor = name.rfind("vendor/", 0) == 0;
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Referrer-Policy", "no-referrer");
-    res.set_header("Cache-Control", vendor ? "public, max-age=86400" : "no-cache");
-    res.set_header("Content-Security-Policy",
+    res.add_header("X-Content-Type-Options", "nosniff");
+    res.add_header("Referrer-Policy", "no-referrer");
+    res.add_header("Cache-Control", vendor ? "public, max-age=86400" : "no-cache");
+    res.add_header("Content-Security-Policy",
                    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
                    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
-    if (name == "index.html") res.set_header("X-Frame-Options", "DENY");
+    if (name == "index.html") res.add_header("X-Frame-Options", "DENY");
     if (!config.web_dir.empty() && !vendor) {
         // --web-dir (UI development): only the UI's own files, never an arbitrary path.
         std::ifstream in(config.web_dir + "/" + name, std::ios::binary);
@@ -54,8 +54,8 @@ void answer_web_ui(const DaemonConfig& config, const httplib::Request& req, http
         return;
     }
     const std::string& etag = etags.at(name);
-    res.set_header("ETag", etag);
-    if (req.get_header_value("If-None-Match") == etag) {
+    res.add_header("ETag", etag);
+    if (req.header("If-None-Match") == etag) {
         res.status = 304;
         return;
     }

@@ -52,7 +52,7 @@ ApiError not_found_error(const std::string& message);
 ApiError internal_error(const std::string& message);
 // A k3::Error thrown while handling a request: usage errors are the client's, the rest ours.
 ApiError engine_error(bool usage, const std::string& message);
-// An error httplib produced itself (404 no route, 413 body too large, 400 bad request line).
+// An error the HTTP front produced itself (404 no route, 413 body too large, 400 bad request line).
 ApiError transport_error(int status, const std::string& message);
 
 }  // namespace k3::server

@@ -14,13 +14,13 @@ using namespace k3::test;
 
 namespace {
 
-httplib::Request with_header(const std::string& name, const std::string& value) {
-    httplib::Request req;
+HttpRequest with_header(const std::string& name, const std::string& value) {
+    HttpRequest req;
     req.headers.emplace(name, value);
     return req;
 }
 
-uint64_t partition_of(const std::vector<std::string>& keys, const httplib::Request& req) {
+uint64_t partition_of(const std::vector<std::string>& keys, const HttpRequest& req) {
     DaemonConfig c = test_config();
     c.api_keys = keys;
     return prompt_cache_partition(c, req);
@@ -52,7 +52,7 @@ TEST_CASE("prompt cache partition: derived from the key presented, not from its 
     CHECK(b != a);
     // No keys: one partition for everyone, whatever a client sends.
     CHECK(partition_of({}, bearer_a) == 0);
-    CHECK(partition_of({}, httplib::Request{}) == 0);
+    CHECK(partition_of({}, HttpRequest{}) == 0);
 }
 
 TEST_CASE("prompt cache partition: the worker runs each key's requests in its partition, and drops another key's live state") {
