@@ -39,7 +39,9 @@ const char* const kUsage =
     "  --resident            every weight in memory, as `run` and `serve` without a budget\n"
     "  --trunk-gb X --cache-gb Y  explicit budgets instead\n"
     "  --prefill-mb M        a prefill pass's own memory (default: the preset's, else 256 MB), to\n"
-    "                        which the expert cache lends its slots beyond the pipeline's\n"
+    "                        which a budget lends the expert cache's slots beyond the pipeline's,\n"
+    "                        the lm_head and pinned trunk layers\n"
+    "  --pass-tokens N       at most N tokens a prefill pass (default: as many as memory allows)\n"
     "  --compress-ratio R    streamed trunk bytes x R (a `pack-trunk --compress` pack: about 0.75)\n"
     "  --disk-gbps D         sequential read bandwidth (default: measured on MODEL_DIR's files,\n"
     "                        else on a scratch file in the current directory)\n"
@@ -118,6 +120,13 @@ void print_budget(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwid
                 p.prefill_chunk, gb(double(p.trunk_disk_bytes + p.chunk_expert_disk_bytes)), gb(double(p.trunk_disk_bytes)),
                 gb(double(p.chunk_expert_disk_bytes)), p.chunk_read_seconds, p.chunk_compute_seconds,
                 p.chunk_exposed_seconds, p.chunk_bound.c_str(), p.prefill_tokens_per_s);
+    if (p.pass_lent_bytes > 0)
+        std::printf("  prefill: such a pass borrows %.3f GB; it reads %d unpinned trunk layer%s (%.3f GB, waited for, in the "
+                    "time not overlapped) and %s\n",
+                    gb(double(p.pass_lent_bytes)), p.pass_unpinned_layers, p.pass_unpinned_layers == 1 ? "" : "s",
+                    gb(double(p.pass_unpinned_bytes)),
+                    p.pass_lm_head_bytes > 0 ? "the lm_head again before its output product"
+                                             : "keeps the lm_head");
 }
 
 void print_prompt(const PromptEstimate& e) {
@@ -126,6 +135,9 @@ void print_prompt(const PromptEstimate& e) {
                 (long long)e.tokens, e.seconds, e.chunks, e.chunks == 1 ? "" : "es", e.pass_tokens,
                 gb(double(e.pass_read_bytes)), e.read_seconds, e.compute_seconds, e.attention_seconds, e.read_bound_chunks,
                 e.read_bound_chunks == 1 ? "" : "es");
+    if (e.unpinned_layer_reads > 0 || e.lm_head_read_seconds > 0)
+        std::printf("    borrowed memory: %d unpinned trunk layer reads over the passes, the lm_head read again in %.2f s\n",
+                    e.unpinned_layer_reads, e.lm_head_read_seconds);
     // by stage, named as the run report's forward_stage_seconds names them
     std::printf("    compute by stage:");
     for (int i = 0; i < kForwardStages; ++i)
@@ -195,6 +207,7 @@ int plan_main(int argc, char** argv) {
             else if (args.is("--trunk-gb")) a.memory.trunk_gb = args.number();
             else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
             else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
+            else if (args.is("--pass-tokens")) a.memory.pass_tokens = int(args.number());
             else if (args.is("--compress-ratio")) a.given.compress_ratio = args.number();
             else if (args.is("--disk-gbps")) a.given.disk_gbps = args.number();
             else if (args.is("--expert-gbps")) a.given.expert_gbps = args.number();

@@ -41,6 +41,7 @@ io::ModelFootprint footprint_of(const ModelSizes& m) {
     f.routed_experts = int64_t(m.moe_layers) * m.config.num_experts;
     f.experts_per_token = m.config.num_experts_per_token;
     f.resident_bytes = m.resident - m.embed;
+    f.lm_head_bytes = m.lm_head;
     f.pass = pass_cost(m.config);
     f.default_chunk_tokens = chunk_tokens_for(m.config);
     return f;
@@ -180,7 +181,17 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     const double first_batch_s =
         std::min(expert_read_s, K * expert * (1 - p.expert_hit) / (b.expert_gbps * 1e9));
     p.chunk_exposed_seconds = first_batch_s + exposed_read + p.chunk_compute_seconds * exposed_share;
-    p.chunk_seconds = std::max(p.chunk_read_seconds, p.chunk_compute_seconds) + p.chunk_exposed_seconds;
+    // What the pass borrows (MemoryPlan::loan_for): a pinned layer it unpins is read when the pass
+    // reaches it, and the pass waits for that read; a lent lm_head is read again before the
+    // pass's output product (every pass leaves its last token's logits, for the prompt cache).
+    const io::PassLoan loan = plan.loan_for(pass_cost(c).bytes(T));
+    for (int il : loan.layers) p.pass_unpinned_bytes += m.layer_bytes[size_t(il)];
+    p.pass_unpinned_layers = int(loan.layers.size());
+    p.pass_lm_head_bytes = loan.lm_head ? m.lm_head : 0;
+    p.pass_lent_bytes = loan.bytes;
+    p.chunk_exposed_seconds += double(p.pass_unpinned_bytes) * b.compress_ratio / (b.disk_gbps * 1e9);
+    p.lm_head_read_seconds = double(p.pass_lm_head_bytes) / (b.disk_gbps * 1e9);
+    p.chunk_seconds = std::max(p.chunk_read_seconds, p.chunk_compute_seconds) + p.chunk_exposed_seconds + p.lm_head_read_seconds;
     p.chunk_bound = p.chunk_read_seconds > p.chunk_compute_seconds ? "disk reads" : "compute";
     p.prefill_tokens_per_s = T / p.chunk_seconds;
     p.chunk_expert_part_seconds = std::max(expert_read_s, experts_s);
@@ -195,7 +206,8 @@ PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, 
     const int T = std::max(1, plan.chunk_tokens);
     const Projection full = project(m, plan, b, T, part);
     e.pass_tokens = T;
-    e.pass_read_bytes = full.trunk_disk_bytes + full.chunk_expert_disk_bytes;
+    e.pass_read_bytes = full.trunk_disk_bytes + full.chunk_expert_disk_bytes + full.pass_unpinned_bytes + full.pass_lm_head_bytes;
+
     for (int64_t p0 = 0; p0 < tokens; p0 += T) {
         const int64_t n = std::min<int64_t>(T, tokens - p0);
         const Projection p = n == T ? full : project(m, plan, b, int(n), part);
@@ -208,8 +220,10 @@ PromptEstimate estimate_prompt(const ModelSizes& m, const io::MemoryPlan& plan, 
         e.compute_seconds += compute;
         for (size_t s = 0; s < e.stage_seconds.size(); ++s) e.stage_seconds[s] += at.seconds[s];
         e.read_bound_chunks += p.chunk_read_seconds > compute ? 1 : 0;
-        e.seconds += std::max(p.chunk_read_seconds, compute) + p.chunk_exposed_seconds;
+        e.seconds += std::max(p.chunk_read_seconds, compute) + p.chunk_exposed_seconds + p.lm_head_read_seconds;
         if (wait_others) e.seconds += wait_others(n, p);
+        e.unpinned_layer_reads += p.pass_unpinned_layers;
+        e.lm_head_read_seconds += p.lm_head_read_seconds;
     }
     return e;
 }

@@ -85,6 +85,12 @@ struct Projection {
     double chunk_read_seconds = 0;            // trunk and expert reads of a chunk, overlapped with its compute
     double chunk_exposed_seconds = 0;         // what cannot overlap: the first batch of experts, ring stalls
     double chunk_seconds = 0;                 // max(reads, compute) + exposed
+    // what a pass borrows (io::MemoryPlan::loan_for) and the reads that costs
+    int64_t pass_lent_bytes = 0;
+    int pass_unpinned_layers = 0;             // pinned layers the pass unpins, each read once in it (waited for)
+    int64_t pass_unpinned_bytes = 0;
+    int64_t pass_lm_head_bytes = 0;           // the lm_head, when lent: read again before the output product
+    double lm_head_read_seconds = 0;          // (in chunk_seconds: once a pass that borrows it)
     std::string chunk_bound;                  // "disk reads" or "compute": the larger of the two
     double prefill_tokens_per_s = 0;
     double chunk_expert_part_seconds = 0;     // of a chunk, the routed experts' reads or compute, the larger
@@ -106,7 +112,9 @@ struct PromptEstimate {
     double compute_seconds = 0;    // the chunks' compute, attention included
     int read_bound_chunks = 0;     // chunks whose reads take longer than their compute
     int pass_tokens = 0;           // tokens of a full pass (the plan's)
-    int64_t pass_read_bytes = 0;   // what a full pass reads from disk (trunk and experts)
+    int64_t pass_read_bytes = 0;   // what a full pass reads from disk (trunk, experts, what it borrowed)
+    int unpinned_layer_reads = 0;  // pinned layers read during the passes (each pass's, summed)
+    double lm_head_read_seconds = 0;  // the lent lm_head read again, in every pass that borrowed it
     ForwardStageSeconds stage_seconds{};  // the compute by stage, as the run report's forward_stage_seconds
 };
 // Under expert parallelism, `part` is rank 0's, and `wait_others` what a pass of n tokens adds

@@ -64,9 +64,10 @@ constexpr const char* kUsageTail =
     "  --cache-gb X         expert cache budget (overrides the preset)\n"
     "  --trunk DIR          read the trunk from a pack made by `k3serve pack-trunk`\n"
     "  --no-lookahead       do not prefetch the experts the next layer's router predicts\n"
-    "  --prefill-mb X       a prefill pass's own memory, to which the expert cache lends its spare\n"
-    "                       slots; a pass is as many tokens as that holds (default: the preset's,\n"
-    "                       else 256 MiB)\n"
+    "  --prefill-mb X       a prefill pass's own memory, to which a budget lends the expert cache's\n"
+    "                       spare slots, the lm_head and pinned trunk layers; a pass is as many\n"
+    "                       tokens as that holds (default: the preset's, else 256 MiB)\n"
+    "  --pass-tokens N      at most N tokens a prefill pass (default 0: as many as memory allows)\n"
     "\n"
     "Exit codes: 0 ok, 1 runtime failure, 2 usage or untrusted checkpoint, 4 a routed expert failed to load.\n";
 
@@ -126,6 +127,7 @@ Args parse_args(ArgList& args) {
         else if (args.is("--cache-gb")) a.memory.cache_gb = args.number();
         else if (args.is("--trunk")) a.memory.trunk_dir = args.value();
         else if (args.is("--prefill-mb")) a.memory.prefill_mb = args.number();
+        else if (args.is("--pass-tokens")) a.memory.pass_tokens = int(args.number());
         else if (args.is("--no-lookahead")) a.memory.lookahead = false;
         else if (args.is("--no-vision")) a.vision = false;
         else if (args.is("--image")) a.images.push_back(args.value());
@@ -201,11 +203,13 @@ void print_summary(const ModelInfo& info, const Outcome& o) {
     const EngineStats& p = o.prompt_read;
     if (p.passes > 0)
         std::printf("prompt passes: %llu of up to %d tokens, each reading %.3f GB (trunk %.3f, experts %.3f); %llu "
-                    "expert read waits, %.3f GB lent by the expert cache\n",
+                    "expert read waits, %.3f GB lent (the expert cache's slots, the lm_head read again %llu times, "
+                    "%llu pinned layers unpinned)\n",
                     (unsigned long long)p.passes, total.pass_tokens_max,
                     double(p.trunk_bytes_read + p.expert_bytes_read) / 1e9 / double(p.passes),
                     double(p.trunk_bytes_read) / 1e9 / double(p.passes), double(p.expert_bytes_read) / 1e9 / double(p.passes),
-                    (unsigned long long)p.expert_read_waits, double(p.pass_lent_bytes) / 1e9);
+                    (unsigned long long)p.expert_read_waits, double(p.pass_lent_bytes) / 1e9,
+                    (unsigned long long)p.lm_head_reads, (unsigned long long)p.pass_unpinned_layers);
 
     // Where the time and the bytes went (whole run).
     const double retention = total.expert_requests ? double(total.expert_hits) / double(total.expert_requests) : 0;
@@ -397,6 +401,8 @@ int run(const Args& args) {
     prompt_read.expert_bytes_read -= s0.expert_bytes_read;
     prompt_read.expert_read_waits -= s0.expert_read_waits;
     prompt_read.pass_lent_bytes -= s0.pass_lent_bytes;
+    prompt_read.pass_unpinned_layers -= s0.pass_unpinned_layers;
+    prompt_read.lm_head_reads -= s0.lm_head_reads;
     if (status.ok() && args.gen > 0) record(t0, s0);
     // decode steps
     for (int i = 1; status.ok() && i < args.gen; ++i) {

@@ -187,6 +187,9 @@ EngineStats EngineImpl::stats() const {
     e.trunk_layer_reads = s.trunk_layer_reads;
     e.expert_read_waits = s.expert_demand_reads;
     e.pass_lent_bytes = s.pass_lent_bytes;
+    e.pass_unpinned_layers = s.pass_unpinned_layers;
+    e.lm_head_reads = model_->lm_head_reads;
+    e.resident_pinned_layers = s.resident_pinned_layers;
     if (leader_) {
         const parallel::ExpertLeader::Traffic t = leader_->traffic();
         e.expert_exchanges = t.exchanges;

@@ -73,7 +73,13 @@ void visit_stats(const EngineStats& e, const std::function<void(const StatField&
           "Expert acquisitions that issued their own reads and waited for them (nothing read ahead had them).",
           double(e.expert_read_waits));
     count("pass_lent_bytes", "k3serve:pass_lent_bytes_total", "counter",
-          "Expert cache bytes lent to prefill passes (each pass's, summed).", double(e.pass_lent_bytes));
+          "Bytes lent to prefill passes: expert cache slots, the lm_head, pinned trunk layers (each pass's, summed).",
+          double(e.pass_lent_bytes));
+    count("pass_unpinned_layers", "k3serve:pass_unpinned_layers_total", "counter",
+          "Pinned trunk layers lent to prefill passes, each read once during the pass (each pass's, summed).",
+          double(e.pass_unpinned_layers));
+    count("lm_head_reads", "k3serve:lm_head_reads_total", "counter",
+          "Reads of the lm_head after a prefill pass borrowed it.", double(e.lm_head_reads));
     count("expert_exchanges", "k3serve:expert_exchanges_total", "counter",
           "Layer exchanges of rows with the other ranks (expert parallelism).", double(e.expert_exchanges));
     count("expert_exchange_bytes", "k3serve:expert_exchange_bytes_total", "counter",

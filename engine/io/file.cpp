@@ -79,6 +79,13 @@ size_t page_size() {
     return bytes;
 }
 
+void give_pages_back(uint8_t* data, size_t bytes) {
+    const uintptr_t page = uintptr_t(page_size());
+    const uintptr_t b = reinterpret_cast<uintptr_t>(data);
+    const uintptr_t begin = (b + page - 1) / page * page, end = (b + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // ---- AlignedBuffer ----
 
 AlignedBuffer::AlignedBuffer(size_t bytes) {

@@ -53,6 +53,11 @@ inline constexpr size_t kMaxDirectAlign = 4096;
 // RHEL-family ARM servers; docs/platforms.md). O_DIRECT alignment is the device's, not this.
 size_t page_size();
 
+// Gives the whole pages inside [data, data + bytes) of a private anonymous mapping back to the
+// kernel (madvise MADV_DONTNEED): they read as zeros until written again. How a prefill pass
+// borrows memory that holds weights (docs/performance.md, "Prefill passes").
+void give_pages_back(uint8_t* data, size_t bytes);
+
 inline int64_t align_down(int64_t x, int64_t a) { return x / a * a; }
 inline int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 

@@ -115,7 +115,12 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
     embed_file = io::File::open(ckpt.directory.shards()[size_t(et->shard)].path, /*try_direct=*/false);
     embed_offset = et->offset;
     embed_row.resize(size_t(cfg.hidden_size));
-    lm_head = read_resident(ckpt, kLmHeadName);
+    const TensorInfo* lt = ckpt.directory.find(kLmHeadName);
+    if (!lt) throw Error(ErrorKind::Checkpoint, "tensor " + kLmHeadName + " is missing from " + ckpt.dir.string());
+    lm_head = io::AlignedBuffer(size_t(lt->nbytes));
+    lm_head_file = io::File::open(ckpt.directory.shards()[size_t(lt->shard)].path, /*try_direct=*/false);
+    lm_head_offset = lt->offset;
+    lm_head_file.read_exact(lm_head.data(), lt->nbytes, lt->offset, kLmHeadName);
     final_norm = read_vector(ckpt, kModelPrefix + "norm.weight");
     fold_out = read_vector(ckpt, kModelPrefix + "output_attn_res_norm.weight");
     const std::vector<float> proj = read_vector(ckpt, kModelPrefix + "output_attn_res_proj.weight");
@@ -128,7 +133,18 @@ Model::Model(const Checkpoint& ckpt_, const Kernels& k, int n_threads, WeightSto
 
 namespace {
 
-Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel, int* pass_tokens) {
+// The lm_head read again after a pass borrowed it (Model::lm_head); a failed read leaves it lent.
+Status restore_lm_head(Model& m) {
+    if (!m.lm_head_lent) return Status::Ok();
+    if (Status s = m.lm_head_file.pread_full(m.lm_head.data(), m.lm_head.size(), m.lm_head_offset); !s.ok()) return s;
+    m.lm_head_lent = false;
+    m.lm_head_reads++;
+    return Status::Ok();
+}
+
+// lm_head_borrowed: this pass took the lm_head's pages (its output rows fit one tile).
+Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel, bool lm_head_borrowed,
+                    int* pass_tokens) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
     const int64_t E = c.hidden_size, V = c.vocab_size;
@@ -273,6 +289,12 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
             rmsnorm(h, m.final_norm.data(), h, E, c.rms_norm_eps);
         });
         trace_step(m.trace, "result_norm", -1, a.final_h.data(), n, E);
+        if (m.lm_head_lent) {
+            // the lm_head comes back: where this pass borrowed it, into the pages the pass's
+            // tokens give back first (its rows are all in final_h, one tile)
+            if (lm_head_borrowed) a.release_pass(T);
+            if (Status s = restore_lm_head(m); !s.ok()) return s;
+        }
         m.compute.matmul_bf16(reinterpret_cast<const uint16_t*>(m.lm_head.data()), a.final_h.data(),
                               dst + size_t(i0) * size_t(V), V, E, n);
     }
@@ -292,11 +314,20 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
 Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
     // A long pass borrows the expert cache's spare slots for its per-token arrays (the store
     // gives their pages back first) and returns both after it (docs/performance.md, "Prefill passes").
-    int tokens = 0;
-    for (const ForwardItem& it : items) tokens += int(it.tokens.size());
-    m.store.begin_pass(m.pass_cost.bytes(tokens));
+    // It may borrow the lm_head too when its output rows fit one tile (read again before the
+    // output product), and pinned trunk layers (read once during the pass, again after it).
+    int tokens = 0, out_rows = 0;
+    for (const ForwardItem& it : items) {
+        tokens += int(it.tokens.size());
+        if (it.logits) out_rows += it.all_logits ? int(it.tokens.size()) : 1;
+    }
+    const io::PassLoan loan = m.store.begin_pass(m.pass_cost.bytes(tokens), out_rows <= m.act.tile_tokens);
+    if (loan.lm_head && !m.lm_head_lent) {
+        io::give_pages_back(m.lm_head.data(), m.lm_head.size());
+        m.lm_head_lent = true;
+    }
     int pass_tokens = 0;
-    const Status s = forward_pass(m, items, cancel, &pass_tokens);
+    const Status s = forward_pass(m, items, cancel, loan.lm_head, &pass_tokens);
     m.act.release_pass(pass_tokens);
     m.store.end_pass();
     return s;

@@ -43,7 +43,14 @@ struct Model {
     io::File embed_file;
     int64_t embed_offset = 0;
     std::vector<uint16_t> embed_row;      // [E] the row being widened
-    AlignedBytes lm_head;                 // [V][E] bf16
+    // [V][E] bf16. Lent to a prefill pass when the memory plan says so (MemoryPlan::loan_for):
+    // its pages go back at the pass's start and it is read again from the checkpoint before the
+    // next output product (docs/performance.md, "Prefill passes").
+    io::AlignedBuffer lm_head;
+    io::File lm_head_file;
+    int64_t lm_head_offset = 0;
+    bool lm_head_lent = false;
+    uint64_t lm_head_reads = 0;           // reads of it after a pass borrowed it
     std::vector<float> final_norm;        // [E]
     std::vector<float> fold_out;          // [E]  output_attn_res_norm ⊙ output_attn_res_proj
 

@@ -182,9 +182,11 @@ ModelFootprint footprint_of(const Checkpoint& ckpt) {
     f.expert_slot_bytes = moe_layers > 0 ? int64_t(window_capacity(expert_bytes(cfg))) : 0;
     f.pass = pass_cost(cfg);
     f.default_chunk_tokens = chunk_tokens_for(cfg);
-    for (const auto& t : model_tensors(cfg))
+    for (const auto& t : model_tensors(cfg)) {
         if (t.role == TensorRole::LmHead || t.role == TensorRole::ModelNorm)  // the embedding stays on disk (model.h)
             f.resident_bytes += t.nbytes();
+        if (t.role == TensorRole::LmHead) f.lm_head_bytes += t.nbytes();
+    }
     for (const auto& t : vision_tensors(cfg)) f.vision_bytes += t.nbytes();
     return f;
 }
@@ -212,10 +214,65 @@ bool wants_budget(const MemoryOptions& o) {
     return !o.preset.empty() || o.trunk_gb >= 0 || o.cache_gb >= 0 || !o.trunk_dir.empty();
 }
 
+PassLoan MemoryPlan::loan_for(int64_t bytes, bool lm_head_lendable) const {
+    PassLoan loan;
+    int64_t over = bytes - pass_own_bytes;
+    if (over <= 0 || !streaming) return loan;
+    // the expert cache's spare slots
+    if (pass_lent_slots > 0 && cache_slot_bytes > 0) {
+        loan.cache_slots = int(std::min<int64_t>(pass_lent_slots, (over + cache_slot_bytes - 1) / cache_slot_bytes));
+        loan.bytes += int64_t(loan.cache_slots) * cache_slot_bytes;
+        over -= int64_t(loan.cache_slots) * cache_slot_bytes;
+    }
+    // the lm_head
+    if (over > 0 && lm_head_lendable && pass_lm_head_bytes > 0) {
+        loan.lm_head = true;
+        loan.bytes += pass_lm_head_bytes;
+        over -= pass_lm_head_bytes;
+    }
+    // pinned layers, largest first; the first one unpinned frees nothing (the room of the layer
+    // in use), so it is taken only together with a second
+    int64_t unpinned = 0;
+    for (size_t i = 0; over > 0 && i < pass_layers.size() && pass_layers.size() > 1; ++i) {
+        const int64_t b = trunk_layer_bytes(pass_layers[i]);
+        loan.layers.push_back(pass_layers[i]);
+        unpinned += b;
+        if (i > 0) over -= b;
+    }
+    if (!loan.layers.empty()) loan.bytes += unpinned - pass_layer_room;
+    return loan;
+}
+
+int64_t MemoryPlan::lendable_bytes() const {
+    if (!streaming) return 0;
+    int64_t unpinned = 0;
+    for (int il : pass_layers) unpinned += trunk_layer_bytes(il);
+    return int64_t(pass_lent_slots) * cache_slot_bytes + pass_lm_head_bytes +
+           (pass_layers.size() > 1 ? unpinned - pass_layer_room : 0);
+}
+
 std::string MemoryPlan::describe_pass() const {
     std::ostringstream s;
     s << "prefill pass " << chunk_tokens << " tokens (" << format_gb(prefill_bytes);
-    if (pass_lent_slots > 0) s << ", " << format_gb(int64_t(pass_lent_slots) * cache_slot_bytes) << " of it lent by the expert cache";
+    const PassLoan full = loan_for(prefill_bytes);
+    if (full.cache_slots > 0 && !full.lm_head && full.layers.empty()) {
+        s << ", " << format_gb(int64_t(full.cache_slots) * cache_slot_bytes) << " of it lent by the expert cache";
+    } else if (full.bytes > 0) {
+        s << ", " << format_gb(full.bytes) << " of it lent by";
+        const char* sep = " ";
+        if (full.cache_slots > 0) {
+            s << sep << "the expert cache (" << format_gb(int64_t(full.cache_slots) * cache_slot_bytes) << ")";
+            sep = ", ";
+        }
+        if (full.lm_head) {
+            s << sep << "the lm_head (" << format_gb(pass_lm_head_bytes) << ", read again once a pass)";
+            sep = ", ";
+        }
+        if (!full.layers.empty())
+            s << sep << full.layers.size() << " pinned trunk layer" << (full.layers.size() == 1 ? "" : "s")
+              << " (each read once a pass)";
+    }
+    if (max_pass_tokens > 0 && chunk_tokens == max_pass_tokens) s << "; at most " << max_pass_tokens << " tokens (--pass-tokens)";
     s << ")";
     return s.str();
 }
@@ -253,27 +310,38 @@ std::string format_mb(int64_t bytes) {
 
 // The prefill pass (docs/performance.md, "Prefill passes"): its own budget (--prefill-mb, the
 // preset's, else the default 256 MB that auto's reserve and a plan without a budget keep outside
-// the plan) plus what the expert cache lends while a prompt prefills (its slots beyond the
-// pipeline's two batches: they are given back during the pass and refilled after it). As many
-// tokens as that holds; a budget that holds not one token's state is refused.
-void size_prefill_pass(const ModelFootprint& model, double prefill_mb, MemoryPlan& plan) {
+// the plan) plus what a streamed plan lends while a prompt prefills (MemoryPlan::loan_for: the
+// expert cache's slots beyond the pipeline's two batches, the lm_head, the pinned trunk layers).
+// As many tokens as that holds, at most --pass-tokens; a budget that holds not one token's state
+// is refused, naming the option to raise.
+void size_prefill_pass(const ModelFootprint& model, double prefill_mb, int max_pass_tokens, MemoryPlan& plan) {
     const PassCost& cost = model.pass;
     const int64_t own = prefill_mb >= 0 ? int64_t(prefill_mb * 1e6) : kDefaultPassBytes;
     const int pipeline_slots = std::min(plan.cache_slots, 2 * model.experts_per_token + 8);
-    const int lendable = plan.streaming ? plan.cache_slots - pipeline_slots : 0;
-    const int64_t budget = own + int64_t(lendable) * plan.cache_slot_bytes;
+    plan.pass_own_bytes = own;
+    plan.max_pass_tokens = max_pass_tokens;
+    if (plan.streaming) {
+        plan.pass_lent_slots = plan.cache_slots - pipeline_slots;
+        plan.pass_lm_head_bytes = model.lm_head_bytes;
+        for (size_t il = 0; il < plan.trunk.pinned.size(); ++il)
+            if (plan.trunk.pinned[il]) plan.pass_layers.push_back(int(il));
+        // largest first (ties: lower index first)
+        std::stable_sort(plan.pass_layers.begin(), plan.pass_layers.end(),
+                         [&](int a, int b) { return model.layer_alloc_bytes[size_t(a)] > model.layer_alloc_bytes[size_t(b)]; });
+        plan.trunk_layer_sizes = model.layer_alloc_bytes;
+        plan.pass_layer_room = plan.pass_layers.empty() ? 0 : model.layer_alloc_bytes[size_t(plan.pass_layers[0])];
+    }
+    const int64_t budget = own + plan.lendable_bytes();
     plan.chunk_tokens = cost.tokens_within(budget);
     if (plan.chunk_tokens < 1)
         throw Error(ErrorKind::Usage, "a prefill pass of " + format_mb(budget) + " holds not one token: a token keeps " +
                                           format_mb(cost.per_token) + " and the pass's tiles take " +
                                           format_mb(cost.fixed_bytes(1)) + "; raise --prefill-mb to at least " +
                                           std::to_string(int64_t(std::ceil(double(cost.bytes(1) - budget + own) / 1e6))));
+    if (max_pass_tokens > 0) plan.chunk_tokens = std::min(plan.chunk_tokens, max_pass_tokens);
     plan.prefill_bytes = cost.bytes(plan.chunk_tokens);
-    plan.pass_own_bytes = own;
-    plan.pass_lent_slots =
-        plan.prefill_bytes > own && plan.cache_slot_bytes > 0
-            ? int(std::min<int64_t>(lendable, (plan.prefill_bytes - own + plan.cache_slot_bytes - 1) / plan.cache_slot_bytes))
-            : 0;
+    // the slots a full pass borrows at most (the store lends no more)
+    plan.pass_lent_slots = plan.loan_for(plan.prefill_bytes).cache_slots;
 }
 
 }  // namespace
@@ -358,7 +426,7 @@ MemoryPlan make_memory_plan(const ModelFootprint& model, const MemoryOptions& op
                                               format_gb(int64_t(min_cache_slots) * model.expert_slot_bytes));
         plan.cache_slots = int(slots);
     }
-    size_prefill_pass(model, prefill_mb, plan);
+    size_prefill_pass(model, prefill_mb, options.pass_tokens, plan);
     plan.prompt_cache_budget = prompt_cache_budget(options);
     plan.prompt_cache_dir = options.prompt_cache_dir;
     plan.prompt_cache_disk_budget = options.prompt_cache_dir.empty() ? 0 : prompt_cache_disk_budget(options);

@@ -73,6 +73,7 @@ struct ModelFootprint {
     PassCost pass;                           // what a prefill pass takes (weights/chunk_size.h)
     int default_chunk_tokens = 0;            // the pass without a prefill budget (chunk_tokens_for)
     int64_t resident_bytes = 0;              // lm_head, model norms (always resident; the embedding is read by row)
+    int64_t lm_head_bytes = 0;               // of it, the lm_head (lent to a streamed plan's prefill passes)
     int64_t vision_bytes = 0;                // the vision tower and projector (resident while the checkpoint
                                              // has them and --no-vision is not given)
 };
@@ -80,6 +81,20 @@ ModelFootprint footprint_of(const Checkpoint& ckpt);
 // What one rank of expert parallelism holds: its share of the routed experts (the trunk stays
 // in the footprint; make_memory_plan plans none for a rank other than 0).
 ModelFootprint share_footprint(ModelFootprint model, ExpertShare share, int experts_per_layer);
+
+// What one prefill pass borrows beyond its own budget (docs/performance.md, "Prefill passes"),
+// in the order it borrows, cheapest to give back first: the expert cache's slots beyond the
+// pipeline's two batches (their experts are read again on a later miss), the lm_head (read again
+// before the pass's output product: once a pass, since every pass of a prompt
+// leaves its last token's logits for the prompt cache's snapshot), pinned trunk layers (each read once during the
+// pass into its own pages and given back after its use, read again at its first use after the
+// pass), largest first.
+struct PassLoan {
+    int cache_slots = 0;
+    bool lm_head = false;
+    std::vector<int> layers;  // pinned layers unpinned for the pass
+    int64_t bytes = 0;        // what the loan frees (a lent layer keeps room for the one in use)
+};
 
 struct MemoryPlan {
     bool streaming = false;          // false: everything resident (no budget asked for)
@@ -98,12 +113,25 @@ struct MemoryPlan {
     int64_t prefill_bytes = 0;       // what a pass of chunk_tokens takes (weights/chunk_size.h pass_bytes)
     int64_t pass_own_bytes = 0;      // of it, the pass's own budget (--prefill-mb, the preset's or the default)
     int pass_lent_slots = 0;         // expert cache slots lent to a pass for the rest (given back after it)
+    int64_t pass_lm_head_bytes = 0;  // the lm_head, when a pass may borrow it (streamed plans)
+    std::vector<int> pass_layers;    // pinned layers a pass may unpin, in the order it does (largest first)
+    int64_t pass_layer_room = 0;     // of the unpinned layers' bytes, the room the one in use keeps (the largest)
+    std::vector<int64_t> trunk_layer_sizes;  // [n_layers] each layer's allocation (streamed plans)
+    int64_t trunk_layer_bytes(int il) const { return trunk_layer_sizes[size_t(il)]; }
+    int max_pass_tokens = 0;         // MemoryOptions::pass_tokens (0: as many as memory allows)
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it
     std::string prompt_cache_dir;    // its disk tier ("" = none; disk, not in any RAM figure)
     int64_t prompt_cache_disk_budget = 0;
 
     std::string describe() const;    // one line for logs and the run report
+    // What a pass of `bytes` (PassCost::bytes) borrows: the least, in PassLoan's order, that
+    // covers what its own budget does not (everything lendable when that is not enough). Without
+    // `lm_head_lendable` (a pass whose output rows do not fit one tile: all_logits) the lm_head is
+    // skipped. The one rule the store, the model and `plan` use.
+    PassLoan loan_for(int64_t bytes, bool lm_head_lendable = true) const;
+    // Everything a pass may borrow: cache slots, the lm_head, the unpinned layers less their room.
+    int64_t lendable_bytes() const;
     std::string describe_pass() const;  // "prefill pass 9,600 tokens (5.12 GB, 4.80 GB of it lent by the expert cache)"
 };
 

@@ -1,8 +1,5 @@
 #include "store/streaming_store.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -74,7 +71,7 @@ public:
         return ring_ ? Lookahead::Streamed : Lookahead::Resident;
     }
     const uint8_t* peek_layer(int il) override;
-    void begin_pass(int64_t bytes) override;
+    io::PassLoan begin_pass(int64_t bytes, bool lm_head_lendable) override;
     void end_pass() override;
 
     WeightStoreStats stats() const override;
@@ -92,6 +89,7 @@ private:
     // Trunk: pinned layers (read on first use, kept) and the ring for the rest.
     std::vector<AlignedBuffer> pinned_buf_;
     std::vector<const uint8_t*> pinned_run_;
+    std::vector<char> lent_layer_;           // [n_layers] pinned layers lent to the pass under way
     std::unique_ptr<TrunkRing> ring_;
     std::vector<std::atomic<bool>> checksum_verified_;
     StagingBuffers staging_;  // compressed pack only
@@ -109,8 +107,9 @@ private:
 
     // Counters.
     std::atomic<uint64_t> trunk_bytes_read_{0}, trunk_layer_reads_{0};
+    std::atomic<int> resident_pinned_{0};  // pinned layers whose run is in memory (stats() reads it)
     uint64_t expert_bytes_read_ = 0, expert_requests_ = 0, expert_hits_ = 0, expert_failures_ = 0;
-    uint64_t prefetch_reads_ = 0, prefetch_hits_ = 0, pass_lent_bytes_ = 0, demand_reads_ = 0;
+    uint64_t prefetch_reads_ = 0, prefetch_hits_ = 0, pass_lent_bytes_ = 0, demand_reads_ = 0, unpinned_layers_ = 0;
     double pinned_wait_seconds_ = 0, expert_wait_seconds_ = 0;
 
     std::unique_ptr<ReadPool> pool_;  // last: its threads finish before anything above goes
@@ -128,6 +127,7 @@ StreamingStore::StreamingStore(const StreamingLayout& layout, const MemoryPlan& 
 
     pinned_buf_.resize(size_t(layout.n_layers));
     pinned_run_.assign(size_t(layout.n_layers), nullptr);
+    lent_layer_.assign(size_t(layout.n_layers), 0);
     std::vector<char> streamed(size_t(layout.n_layers), 0);
     std::vector<int64_t> window_bytes;  // what a layer's read needs (a compressed one decodes into it)
     for (int il = 0; il < layout.n_layers; ++il) {
@@ -261,6 +261,7 @@ Status StreamingStore::acquire_layer(int il, const uint8_t** run) {
             pinned_wait_seconds_ += seconds_since(t0);
             if (!s.ok()) return s;
             pinned_run_[il] = payload;
+            ++resident_pinned_;
         }
         *run = pinned_run_[il];
         return Status::Ok();
@@ -269,7 +270,14 @@ Status StreamingStore::acquire_layer(int il, const uint8_t** run) {
 }
 
 void StreamingStore::release_layer(int il) {
-    if (!plan_.trunk.pinned[il]) ring_->release(il);
+    if (!plan_.trunk.pinned[il]) {
+        ring_->release(il);
+    } else if (lent_layer_[size_t(il)] && pinned_run_[size_t(il)]) {
+        // lent to the pass: its pages go back until the next pass's use, or the first use after it
+        give_pages_back(pinned_buf_[size_t(il)].data(), pinned_buf_[size_t(il)].size());
+        pinned_run_[size_t(il)] = nullptr;
+        --resident_pinned_;
+    }
 }
 
 ReadRequest StreamingStore::expert_request(int s, int il, int ie) {
@@ -392,21 +400,29 @@ void StreamingStore::prefetch_experts(int il, std::span<const int32_t> experts) 
     if (!reads.empty()) pool_->submit(std::move(reads));
 }
 
-void StreamingStore::begin_pass(int64_t bytes) {
-    const int64_t over = bytes - plan_.pass_own_bytes;
-    if (over <= 0 || plan_.pass_lent_slots <= 0 || slot_bytes_ == 0) return;
-    const int n = int(std::min<int64_t>(plan_.pass_lent_slots, (over + int64_t(slot_bytes_) - 1) / int64_t(slot_bytes_)));
-    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-    std::lock_guard lock(mu_);
-    for (int s : cache_.lend(n)) {
-        const uintptr_t b = reinterpret_cast<uintptr_t>(arena_.data() + size_t(s) * slot_bytes_);
-        const uintptr_t begin = (b + page - 1) / page * page, end = (b + slot_bytes_) / page * page;
-        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-        pass_lent_bytes_ += slot_bytes_;
+io::PassLoan StreamingStore::begin_pass(int64_t bytes, bool lm_head_lendable) {
+    io::PassLoan loan = plan_.loan_for(bytes, lm_head_lendable);
+    if (loan.bytes <= 0) return loan;
+    // pinned layers: given back now (one not read since the last pass has nothing to give)
+    for (int il : loan.layers) {
+        lent_layer_[size_t(il)] = 1;
+        ++unpinned_layers_;
+        if (pinned_run_[size_t(il)]) {
+            give_pages_back(pinned_buf_[size_t(il)].data(), pinned_buf_[size_t(il)].size());
+            pinned_run_[size_t(il)] = nullptr;
+            --resident_pinned_;
+        }
     }
+    // the expert cache's spare slots: their experts leave the cache
+    std::lock_guard lock(mu_);
+    pass_lent_bytes_ += uint64_t(loan.bytes);
+    for (int s : cache_.lend(loan.cache_slots)) give_pages_back(arena_.data() + size_t(s) * slot_bytes_, slot_bytes_);
+    return loan;
 }
 
 void StreamingStore::end_pass() {
+    // a lent layer stays out until its first use reads it (acquire_layer's pinned path)
+    std::fill(lent_layer_.begin(), lent_layer_.end(), 0);
     std::lock_guard lock(mu_);
     cache_.take_back();
 }
@@ -422,6 +438,8 @@ WeightStoreStats StreamingStore::stats() const {
     st.expert_hits = expert_hits_;
     st.expert_evictions = cache_.evictions();
     st.pass_lent_bytes = pass_lent_bytes_;
+    st.pass_unpinned_layers = unpinned_layers_;
+    st.resident_pinned_layers = resident_pinned_.load();
     st.expert_demand_reads = demand_reads_;
     st.expert_read_failures = expert_failures_;
     st.expert_prefetch_reads = prefetch_reads_;

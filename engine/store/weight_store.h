@@ -11,14 +11,11 @@
 #include <string>
 
 #include "store/expert_share.h"
+#include "store/memory_plan.h"
 #include "weights/checkpoint.h"
 #include "k3/options.h"
 #include "k3/status.h"
 #include "k3/weights_load.h"
-
-namespace k3::io {
-struct MemoryPlan;
-}
 
 namespace k3 {
 
@@ -38,7 +35,9 @@ struct WeightStoreStats {
     uint64_t trunk_layer_reads = 0;       // layer runs read (pinned first touch + ring)
     double trunk_wait_seconds = 0;        // part of io_wait_seconds spent waiting for trunk layers
     double expert_wait_seconds = 0;       // part of io_wait_seconds spent waiting for experts
-    uint64_t pass_lent_bytes = 0;         // expert cache bytes lent to prefill passes (each pass's, summed)
+    uint64_t pass_lent_bytes = 0;         // bytes lent to prefill passes (cache slots, lm_head, pinned layers; each pass's, summed)
+    uint64_t pass_unpinned_layers = 0;    // pinned layers lent to prefill passes (each pass's, summed)
+    int resident_pinned_layers = 0;       // pinned layers in memory now (a lent one is read again at its first use)
     uint64_t expert_demand_reads = 0;     // acquisitions that had to issue reads (nothing read ahead had them)
 };
 
@@ -74,11 +73,14 @@ public:
     // never blocks, never reads; nullptr otherwise. Valid while layer il-1 is held.
     virtual const uint8_t* peek_layer(int /*il*/) { return nullptr; }
 
-    // A prefill pass that takes `bytes` (weights/chunk_size.h pass_bytes) starts, and ends: the
-    // streaming store's expert cache lends the pass its slots beyond the pipeline's two batches,
-    // as far as the memory plan allows (pass_lent_slots), giving their pages back, and takes them
-    // back empty at the end (docs/performance.md, "Prefill passes").
-    virtual void begin_pass(int64_t /*bytes*/) {}
+    // A prefill pass that takes `bytes` (weights/chunk_size.h pass_bytes) starts, and ends: what
+    // the memory plan lends it (io::MemoryPlan::loan_for; docs/performance.md, "Prefill passes").
+    // The streaming store's expert cache gives its lent slots' pages back and takes them back
+    // empty at the end; a lent pinned layer gives its pages back, is read into them when the pass
+    // acquires it and gives them back again at its release, and is read again at its first use
+    // after the pass. The lm_head is the model's: the loan says whether to lend it (never when
+    // `lm_head_lendable` is false). The resident store lends nothing.
+    virtual io::PassLoan begin_pass(int64_t /*bytes*/, bool /*lm_head_lendable*/) { return {}; }
     virtual void end_pass() {}
     virtual WeightStoreStats stats() const = 0;
     // How far the load has come (k3/weights_load.h); any thread may ask.

@@ -58,7 +58,9 @@ json status_json(const ServerState& state, uint64_t since) {
                    {"pass_tokens_max", e.pass_tokens_max},
                    {"trunk_layer_reads", e.trunk_layer_reads},
                    {"expert_read_waits", e.expert_read_waits},
-                   {"pass_lent_bytes", e.pass_lent_bytes}};
+                   {"pass_lent_bytes", e.pass_lent_bytes},
+                   {"pass_unpinned_layers", e.pass_unpinned_layers},
+                   {"lm_head_reads", e.lm_head_reads}};
 
     const WeightsLoad w = state.weights_load();
     j["weights"] = {{"loaded_bytes", w.loaded_bytes},

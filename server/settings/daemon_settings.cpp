@@ -331,9 +331,14 @@ const std::vector<DaemonSetting>& daemon_settings() {
                        field(&M::prompt_cache_dir_gb), -1, 1e7),
         string_setting("trunk", "DIR", "packed trunk (k3serve pack-trunk)", field(&M::trunk_dir)),
         double_setting("prefill_mb", "MB",
-                       "a prefill pass's own memory, to which the expert cache lends its spare slots; a pass is as "
-                       "many tokens as that holds (default: the preset's, else 256 MiB)",
+                       "a prefill pass's own memory, to which a budget lends the expert cache's spare slots, the "
+                       "lm_head and pinned trunk layers; a pass is as many tokens as that holds (default: the "
+                       "preset's, else 256 MiB)",
                        field(&M::prefill_mb), -1, 1e7),
+        int_setting("pass_tokens", "N",
+                    "at most N tokens a prefill pass, which bounds what a request arriving during one waits "
+                    "(default 0: as many as memory allows)",
+                    field(&M::pass_tokens), 0, 1 << 30),
         bool_setting("lookahead",
                      "read ahead the experts the next layer's router predicts (exact: it only schedules reads; default "
                      "true)",

@@ -74,9 +74,11 @@ TEST_CASE("time to first token: the chunks add up, with K3's MLA attention over 
 }
 
 TEST_CASE("time to first token: at 128 GB K3's prompt is one pass, bounded by compute, not by the disk") {
-    // The expert cache lends its spare slots to the pass (docs/performance.md, "Prefill passes"):
-    // a 10,000-token prompt is one pass that reads each expert once, 32,768 tokens two passes;
-    // before the passes, 108-token chunks each read most of the 1.45 TB pool (16,330 s at 10,000).
+    // The expert cache lends its spare slots to the pass, then the lm_head and the pinned trunk
+    // layers (docs/performance.md, "Prefill passes"): a 10,000-token prompt is one pass that
+    // borrows only slots and reads each expert once, 32,768 tokens one pass too (it unpins
+    // layers, each read once in it; was two passes when only the cache lent); before the passes,
+    // 108-token chunks each read most of the 1.45 TB pool (16,330 s at 10,000).
     const cli::ModelSizes m = real_k3();
     const cli::Bandwidths b = machine();
     const MemoryPlan streamed = auto_plan(m, 128);
@@ -85,8 +87,11 @@ TEST_CASE("time to first token: at 128 GB K3's prompt is one pass, bounded by co
     const cli::PromptEstimate ten = cli::estimate_prompt(m, streamed, b, 10000);
     CHECK(ten.chunks == 1);
     CHECK(ten.seconds <= 1.1 * ten.compute_seconds);
+    CHECK(ten.unpinned_layer_reads == 0);
+    CHECK(ten.lm_head_read_seconds == 0);
     const cli::PromptEstimate e = cli::estimate_prompt(m, streamed, b, 32768);
-    CHECK(e.chunks == 2);
+    CHECK(e.chunks == 1);
+    CHECK(e.unpinned_layer_reads > 0);
     CHECK(e.read_bound_chunks == 0);
     CHECK(e.seconds <= 1.15 * e.compute_seconds);
     CHECK(e.attention_seconds > 0);
@@ -95,4 +100,26 @@ TEST_CASE("time to first token: at 128 GB K3's prompt is one pass, bounded by co
     const cli::PromptEstimate resident = cli::estimate_prompt(m, auto_plan(m, 3000), b, 32768);
     CHECK(resident.seconds < e.seconds);
     CHECK(resident.attention_seconds == doctest::Approx(e.attention_seconds).epsilon(1e-9));
+}
+
+TEST_CASE("time to first token: at 8 GB K3's 10,000-token prompt takes two passes sized by the lent lm_head, within 1.3x its compute") {
+    // auto's 8 GB plan: a 3.19 GB read ring, nothing pinned, 17 expert slots (nothing to lend):
+    // before the lm_head was lent, 402-token passes (25 of them, 5.97x the compute); now the
+    // 2.35 GB lm_head goes to each pass and is read again before its output product.
+    const cli::ModelSizes m = real_k3();
+    const cli::Bandwidths b = machine();
+    const MemoryPlan plan = auto_plan(m, 8);
+    REQUIRE(plan.streaming);
+    REQUIRE(plan.trunk.n_pinned == 0);
+    CHECK(plan.pass_lm_head_bytes == m.lm_head);
+    CHECK(plan.chunk_tokens > 4000);
+    const cli::PromptEstimate ten = cli::estimate_prompt(m, plan, b, 10000);
+    CHECK(ten.chunks == 2);
+    CHECK(ten.seconds <= 1.3 * ten.compute_seconds);
+    // the lm_head's read again is charged, once a pass
+    CHECK(ten.lm_head_read_seconds == doctest::Approx(2 * double(m.lm_head) / 7e9).epsilon(1e-9));
+    CHECK(ten.unpinned_layer_reads == 0);
+    // and the 40,000-token prompt at 128 GB within 1.15x its compute
+    const cli::PromptEstimate forty = cli::estimate_prompt(m, auto_plan(m, 128), b, 40000);
+    CHECK(forty.seconds <= 1.15 * forty.compute_seconds);
 }

@@ -120,9 +120,10 @@ TEST_CASE("tiny model: prefill progress on /v1/status and /slots moves chunk by 
 TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metrics counts the passes and their reads") {
     // Streamed (a 1 MB trunk: 2 of 13 layers pinned, the rest through the ring; a 1 MB cache of
     // 81 of the 96 experts) with a pass budget of its own for about a dozen tokens: a pass is
-    // sized from the slots the cache lends (docs/performance.md, "Prefill passes"). The daemon is
-    // held between the first two passes (--test-hold-prefill), then inside the second, before
-    // its middle layer (--test-hold-pass, docs/development.md).
+    // sized from the slots the cache lends, the lm_head and the two pinned layers
+    // (docs/performance.md, "Prefill passes"). The daemon is held between the first two passes
+    // (--test-hold-prefill), then inside the second, before its middle layer (--test-hold-pass,
+    // docs/development.md).
     const std::string model = cached_model("tiny");
     HoldFile between_passes("hold-prefill");
     HoldFile in_pass("hold-pass");
@@ -143,6 +144,8 @@ TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metr
     const double layer_reads0 = metric_value(status_client, "k3serve:trunk_layer_reads_total");
     const double read_waits0 = metric_value(status_client, "k3serve:expert_read_waits_total");
     const double lent0 = metric_value(status_client, "k3serve:pass_lent_bytes_total");
+    const double unpinned0 = metric_value(status_client, "k3serve:pass_unpinned_layers_total");
+    const double lm_head_reads0 = metric_value(status_client, "k3serve:lm_head_reads_total");
     REQUIRE(passes0 >= 0);
     REQUIRE(layer_reads0 >= 0);
     REQUIRE(read_waits0 >= 0);
@@ -190,14 +193,21 @@ TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metr
     CHECK(last["prefill"]["chunks_done"] == passes);
     CHECK(last["prefill"]["pass"].is_null());
     // One forward pass for each of the prompt's passes (the first token comes from the last
-    // pass's logits); each streamed layer read once a pass (a pinned one at its first touch, and
-    // the ring may have started the next walk's first layer); a layer's first batch of experts
-    // at most waits for its reads, the later ones were read ahead (12 MoE layers); and the cache
-    // lent its slots.
+    // pass's logits); each streamed layer read once a pass, a pinned one at its first touch and
+    // again in each later pass it is lent to, or lent to the pass before (the ring may have
+    // started the next walk's first layer); a layer's first batch of experts at most waits for its
+    // reads, the later ones were read ahead (12 MoE layers); the cache lent its slots, the lm_head
+    // was lent to the full passes (the half one may not need it) and read again before each one's
+    // output product, and the two pinned layers were lent too.
     CHECK(metric_value(status_client, "k3serve:forward_passes_total") - passes0 == passes);
     const double layer_reads = metric_value(status_client, "k3serve:trunk_layer_reads_total") - layer_reads0;
-    CHECK(layer_reads >= 11 * passes);
-    CHECK(layer_reads <= 11 * passes + 2 + 1);
+    const double unpinned = metric_value(status_client, "k3serve:pass_unpinned_layers_total") - unpinned0;
+    CHECK(unpinned == 2 * passes);
+    const double lm_head_reads = metric_value(status_client, "k3serve:lm_head_reads_total") - lm_head_reads0;
+    CHECK(lm_head_reads >= passes - 1);
+    CHECK(lm_head_reads <= passes);
+    CHECK(layer_reads >= 11 * passes + 2 * passes);
+    CHECK(layer_reads <= 11 * passes + 2 * passes + 1);
     const double read_waits = metric_value(status_client, "k3serve:expert_read_waits_total") - read_waits0;
     CHECK(read_waits > 0);
     CHECK(read_waits <= 12 * passes);

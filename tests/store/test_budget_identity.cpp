@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include "weights/checkpoint.h"
 #include "io/file.h"
@@ -61,6 +62,7 @@ Outputs run_model(const std::filesystem::path& model, const MemoryOptions& memor
 
 struct Budgets {
     int64_t trunk_all, trunk_edge, cache_min, pool;
+    int64_t cache_two_batches;  // the prefill pipeline's two batches (2 x top-k + 8 slots): nothing to lend
     PassCost pass;  // what a prefill pass takes (weights/chunk_size.h)
     int64_t largest_layer, smallest_layer;
 };
@@ -72,6 +74,7 @@ Budgets budgets_of(const std::filesystem::path& model) {
     b.trunk_all = std::accumulate(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end(), int64_t(0));
     b.trunk_edge = io::smallest_trunk_budget(f.layer_alloc_bytes);
     b.cache_min = int64_t(f.experts_per_token + 1) * f.expert_slot_bytes;
+    b.cache_two_batches = int64_t(2 * f.experts_per_token + 8) * f.expert_slot_bytes;
     b.pool = f.routed_experts * f.expert_slot_bytes;
     b.pass = f.pass;
     b.largest_layer = *std::max_element(f.layer_alloc_bytes.begin(), f.layer_alloc_bytes.end());
@@ -80,8 +83,9 @@ Budgets budgets_of(const std::filesystem::path& model) {
 }
 
 MemoryOptions budget(double trunk_gb, double cache_gb, std::string trunk_dir = "", bool lookahead = true,
-                     double prefill_mb = -1) {
+                     double prefill_mb = -1, int pass_tokens = 0) {
     MemoryOptions m;
+    m.pass_tokens = pass_tokens;
     m.trunk_gb = trunk_gb;
     m.cache_gb = cache_gb;
     m.trunk_dir = std::move(trunk_dir);
@@ -129,9 +133,13 @@ TEST_CASE("logits are bit-identical at every budget, resident to the smallest ri
             {"half-way, no lookahead", budget(half_trunk, half_cache, "", /*lookahead=*/false)},
             {"trunk resident, cache half, lookahead", budget(gb(b.trunk_all), half_cache)},
             {"prefill one token at a time", resident_with_chunk((double(b.pass.bytes(1)) + 0.5) / 1e6)},
-            {"prefill three tokens at a time, smallest budget", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, (double(b.pass.bytes(3)) + 0.5) / 1e6)},
+            {"prefill three tokens at a time, smallest budget", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, -1, 3)},
             {"half-way, the prompt in one pass", budget(half_trunk, half_cache, "", true, 1e3)},
             {"everything fits, a two-token own budget: the pass held by the cache's lent slots", budget(gb(b.trunk_all), gb(b.pool), "", true, (double(b.pass.bytes(2)) + 0.5) / 1e6)},
+            {"trunk pinned, the pipeline's cache, a one-token own budget: the pass sized by the lm_head and unpinned layers",
+             budget(gb(b.trunk_all), gb(b.cache_two_batches + 4096), "", true, (double(b.pass.bytes(1)) + 0.5) / 1e6)},
+            {"smallest ring and cache, a one-token own budget: the pass sized by the lm_head",
+             budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), "", true, (double(b.pass.bytes(1)) + 0.5) / 1e6)},
             {"half-way, one thread", budget(half_trunk, half_cache), 1},
             {"smallest, compressed, three threads", budget(gb(b.trunk_edge + 4096), gb(b.cache_min + 4096), zpack.string()), 3},
             // A byte ring that holds the largest layer and a small one, fewer than two of the
@@ -299,6 +307,106 @@ TEST_CASE("a prefill pass borrows the expert cache's spare slots and gives them 
     auto rs = resident->new_session(64);
     REQUIRE(rs->sync(prompt, cancel).ok());
     CHECK(bit_identical(after_prompt, std::vector<float>(rs->logits().begin(), rs->logits().end())));
+}
+
+TEST_CASE("a prefill pass borrows the lm_head and pinned trunk layers, reads each once a pass and gives them back, with the same bits") {
+    // The trunk pinned whole and a cache of only the pipeline's two batches (nothing to lend), a
+    // one-token own budget: the pass is sized by the lm_head and the pinned layers it unpins
+    // (docs/performance.md, "Prefill passes"). A lent layer is read once in each pass, the lm_head
+    // once in each pass that borrowed it (before its output product), and both are back after the
+    // prompt: the first decode step reads the layers the last pass lent, the next reads none.
+    for (std::string preset : {"tiny", "tiny-wide"}) {
+        CAPTURE(preset);
+        auto model = fixture_model(preset);
+        Budgets b = budgets_of(model);
+        const Checkpoint ckpt = open_checkpoint(model);
+        const io::ModelFootprint f = io::footprint_of(ckpt);
+        const int n_layers = ckpt.config.num_hidden_layers;
+        const int64_t two_batches = int64_t(2 * f.experts_per_token + 8) * f.expert_slot_bytes;
+        EngineOptions o;
+        o.model_dir = model.string();
+        o.memory = budget(gb(b.trunk_all), gb(two_batches + 4096), "", true, (double(b.pass.bytes(1)) + 0.5) / 1e6);
+        o.memory.prompt_cache_gb = 0;
+        // the plan the engine makes (the same function, the same footprint)
+        const io::MemoryPlan plan = io::make_memory_plan(f, o.memory, io::read_mem_available());
+        REQUIRE(plan.trunk.n_pinned == n_layers);
+        REQUIRE(plan.pass_lent_slots == 0);
+        auto engine = Engine::load(o);
+        const int T = engine->max_step_tokens();
+        REQUIRE(T == plan.chunk_tokens);
+        REQUIRE(T > 4);  // the lent memory holds several tokens
+        MESSAGE(preset << ": " << engine->info().memory_plan);
+        // three passes and a part
+        const int n = std::min(3 * T + T / 2, engine->info().n_ctx_max - 8);
+        const std::vector<int32_t> prompt = k3::test::spread_prompt(engine->info().n_vocab, n);
+        auto s = engine->new_session(n + 8);
+        CancelFlag cancel{false};
+        const EngineStats s0 = engine->stats();
+        CHECK(s0.resident_pinned_layers == 0);  // pinned layers are read at their first use
+        REQUIRE(s->sync(prompt, cancel).ok());
+        const EngineStats s1 = engine->stats();
+        // What each pass borrowed, by the plan's rule. The first pass reads every layer; a later
+        // one reads again the layers out at its start (lent to the pass before) and those it
+        // lends itself (their pages go back at its start); the lm_head is read again before the
+        // output product of every pass that borrowed it (each leaves its last token's logits).
+        std::vector<io::PassLoan> loans;
+        int64_t reread_bytes = 0;
+        uint64_t unpinned = 0, reread = 0, lm_head_lent = 0;
+        for (int p0 = 0; p0 < n; p0 += T) {
+            loans.push_back(plan.loan_for(b.pass.bytes(std::min(T, n - p0))));
+            unpinned += loans.back().layers.size();
+            lm_head_lent += loans.back().lm_head ? 1 : 0;
+            if (p0 == 0) continue;
+            std::set<int> out(loans.back().layers.begin(), loans.back().layers.end());
+            out.insert(loans[loans.size() - 2].layers.begin(), loans[loans.size() - 2].layers.end());
+            for (int il : out) {
+                reread++;
+                reread_bytes += ckpt.layer_runs[size_t(il)].nbytes;
+            }
+        }
+        REQUIRE(loans.size() >= 3);
+        REQUIRE(!loans.front().layers.empty());
+        REQUIRE(loans.front().lm_head);
+        int64_t trunk_runs = 0;
+        for (const auto& run : ckpt.layer_runs) trunk_runs += run.nbytes;
+        CHECK(s1.passes - s0.passes == loans.size());
+        CHECK(s1.pass_unpinned_layers - s0.pass_unpinned_layers == unpinned);
+        CHECK(s1.trunk_layer_reads - s0.trunk_layer_reads == uint64_t(n_layers) + reread);
+        CHECK(s1.trunk_bytes_read - s0.trunk_bytes_read == uint64_t(trunk_runs + reread_bytes));
+        CHECK(s1.lm_head_reads - s0.lm_head_reads == lm_head_lent);
+        CHECK(s1.pass_lent_bytes > s0.pass_lent_bytes);
+        // After the prompt the last pass's lent layers are out; the first decode step reads them
+        // back, the second reads none, and neither reads the lm_head.
+        CHECK(s1.resident_pinned_layers == n_layers - int(loans.back().layers.size()));
+        const std::vector<float> after_prompt(s->logits().begin(), s->logits().end());
+        std::vector<int32_t> ids;
+        ids.push_back(argmax(s->logits()));
+        REQUIRE(s->append(ids.back(), cancel).ok());
+        const EngineStats s2 = engine->stats();
+        CHECK(s2.trunk_layer_reads - s1.trunk_layer_reads == loans.back().layers.size());
+        CHECK(s2.resident_pinned_layers == n_layers);
+        ids.push_back(argmax(s->logits()));
+        REQUIRE(s->append(ids.back(), cancel).ok());
+        const EngineStats s3 = engine->stats();
+        CHECK(s3.trunk_layer_reads == s2.trunk_layer_reads);
+        CHECK(s3.lm_head_reads == s1.lm_head_reads);
+        CHECK(s3.pass_lent_bytes == s1.pass_lent_bytes);  // decode steps borrow nothing
+        ids.push_back(argmax(s->logits()));
+
+        // The same bits as everything resident.
+        EngineOptions r;
+        r.model_dir = model.string();
+        auto resident = Engine::load(r);
+        auto rs = resident->new_session(n + 8);
+        REQUIRE(rs->sync(prompt, cancel).ok());
+        CHECK(bit_identical(after_prompt, std::vector<float>(rs->logits().begin(), rs->logits().end())));
+        std::vector<int32_t> rids;
+        for (int i = 0; i < 3; ++i) {
+            rids.push_back(argmax(rs->logits()));
+            if (i < 2) REQUIRE(rs->append(rids.back(), cancel).ok());
+        }
+        CHECK(rids == ids);
+    }
 }
 
 TEST_CASE("a shard truncated after start-up fails the step with the file named, never a wrong token") {

@@ -237,9 +237,11 @@ TEST_CASE("the prefill pass is a line of the plan: its own budget and the expert
     CHECK(lending.pass_lent_slots == 39);
     CHECK(lending.describe().find("lent by the expert cache") != std::string::npos);
     CHECK(lending.need_bytes == lending.trunk.total_bytes() + int64_t(lending.cache_slots) * lending.cache_slot_bytes + lending.resident_bytes);
-    // A preset's own budget (laptop: 512 MB) with its 1 GB cache's spare slots.
+    // A preset's own budget (laptop: 512 MB) with its 1 GB cache's spare slots and its pinned
+    // trunk (3 GB holds all of it) less the room of the layer in use (layer 0's 150 MB).
     MemoryPlan laptop = make_memory_plan(f, opts("laptop"), kPlenty);
-    CHECK(laptop.chunk_tokens == tokens_for(512 * MB, laptop.cache_slots));
+    REQUIRE(laptop.trunk.n_pinned == 24);
+    CHECK(laptop.chunk_tokens == tokens_for(512 * MB + sum_alloc(f) - 150 * MB, laptop.cache_slots));
     // An explicit --prefill-mb counts in the total (what it holds of it).
     MemoryOptions o = opts("", 0.3, cache_min_gb);
     o.prefill_mb = 100;
@@ -261,6 +263,78 @@ TEST_CASE("the prefill pass is a line of the plan: its own budget and the expert
     // A pass budget that does not fit is refused with the rest of the plan, naming it.
     o.prefill_mb = 3000;
     CHECK_THROWS_WITH_AS(make_memory_plan(f, o, int64_t(3000) * MB), doctest::Contains("prefill pass"), Error);
+}
+
+TEST_CASE("a pass borrows cheapest first: the cache's spare slots, the lm_head, then pinned layers less the room of the one in use") {
+    auto f = mini_like();
+    f.pass.per_token = 1 * MB;
+    f.pass.tile_token_bytes = 0;
+    f.pass.tile_cap = 1;
+    f.pass.expert_row_bytes = 0;
+    f.pass.max_tokens = 100000;
+    f.lm_head_bytes = 40 * MB;
+    const int64_t slot = f.expert_slot_bytes;
+    const int pipeline = 2 * f.experts_per_token + 8;
+    // The whole trunk pinned (24 layers, 1.76 GB), a cache of 100 slots: 60 to lend.
+    MemoryOptions o = opts("", 10.0, double(100 * slot) / 1e9);
+    o.prefill_mb = 10;  // 10 tokens of its own
+    const MemoryPlan plan = make_memory_plan(f, o, kPlenty);
+    REQUIRE(plan.trunk.n_pinned == 24);
+    REQUIRE(plan.cache_slots == 100);
+    const int64_t unpinned = sum_alloc(f) - 150 * MB;  // every layer, less the largest's room
+    CHECK(plan.lendable_bytes() == (100 - pipeline) * slot + 40 * MB + unpinned);
+    CHECK(plan.chunk_tokens == int((10 * MB + plan.lendable_bytes()) / MB));
+    // A pass its own budget holds borrows nothing.
+    CHECK(plan.loan_for(10 * MB).bytes == 0);
+    // Just over it: slots, as few as cover it.
+    PassLoan l = plan.loan_for(10 * MB + 3 * slot - 1);
+    CHECK(l.cache_slots == 3);
+    CHECK(!l.lm_head);
+    CHECK(l.layers.empty());
+    // Past the slots: the lm_head next.
+    l = plan.loan_for(10 * MB + 60 * slot + 1);
+    CHECK(l.cache_slots == 60);
+    CHECK(l.lm_head);
+    CHECK(l.layers.empty());
+    CHECK(l.bytes == 60 * slot + 40 * MB);
+    // A pass whose output rows do not fit one tile keeps the lm_head and unpins layers instead.
+    l = plan.loan_for(10 * MB + 60 * slot + 1, /*lm_head_lendable=*/false);
+    CHECK(!l.lm_head);
+    REQUIRE(l.layers.size() == 2);
+    // Past the lm_head: pinned layers, largest first; the first one keeps the room of the layer in
+    // use, so it comes with a second (layer 0 150 MB, then the 80 MB ones: 3, 7, ...).
+    l = plan.loan_for(10 * MB + 60 * slot + 40 * MB + 1);
+    REQUIRE(l.layers.size() == 2);
+    CHECK(l.layers[0] == 0);
+    CHECK(l.layers[1] == 3);
+    CHECK(l.bytes == 60 * slot + 40 * MB + 80 * MB);
+    l = plan.loan_for(10 * MB + 60 * slot + 40 * MB + 81 * MB);
+    CHECK(l.layers.size() == 3);
+    // A full pass borrows everything.
+    l = plan.loan_for(plan.prefill_bytes);
+    CHECK(l.layers.size() == 24);
+    CHECK(l.bytes == plan.lendable_bytes());
+    CHECK(plan.describe_pass().find("24 pinned trunk layers") != std::string::npos);
+    CHECK(plan.describe_pass().find("the lm_head") != std::string::npos);
+    // Everything resident (no budget): nothing is lent, the pass is its own budget.
+    MemoryOptions r;
+    r.prefill_mb = 10;
+    const MemoryPlan resident = make_memory_plan(f, r, kPlenty);
+    CHECK(resident.lendable_bytes() == 0);
+    CHECK(resident.chunk_tokens == 10);
+    CHECK(resident.loan_for(resident.prefill_bytes * 2).bytes == 0);
+    // --pass-tokens caps it, and the plan line says so.
+    o.pass_tokens = 25;
+    const MemoryPlan capped = make_memory_plan(f, o, kPlenty);
+    CHECK(capped.chunk_tokens == 25);
+    CHECK(capped.describe_pass().find("at most 25 tokens (--pass-tokens)") != std::string::npos);
+    CHECK(capped.loan_for(capped.prefill_bytes).cache_slots == capped.pass_lent_slots);
+    // With lending too small for one token, the refusal names the option to change.
+    auto tight = mini_like();
+    tight.pass = f.pass;
+    tight.pass.per_token = 10000 * MB;
+    MemoryOptions t = opts("", 0.3, 0.1);
+    CHECK_THROWS_WITH_AS(make_memory_plan(tight, t, kPlenty), doctest::Contains("raise --prefill-mb to at least"), Error);
 }
 
 TEST_CASE("MemAvailable is read from /proc/meminfo") {

@@ -63,7 +63,12 @@ struct EngineStats {
     uint64_t expert_read_waits = 0;      // expert acquisitions that issued their own reads and waited
                                          // (nothing read ahead had them; the pipeline keeps it to a
                                          // layer's first batch)
-    uint64_t pass_lent_bytes = 0;        // expert cache bytes lent to passes (each pass's, summed)
+    uint64_t pass_lent_bytes = 0;        // bytes lent to passes: the expert cache's slots, the lm_head,
+                                         // pinned trunk layers (each pass's, summed)
+    uint64_t pass_unpinned_layers = 0;   // pinned trunk layers lent to passes (each pass's, summed)
+    uint64_t lm_head_reads = 0;          // the lm_head read again after a pass borrowed it
+    int resident_pinned_layers = 0;      // pinned layers in memory now (one lent to a pass is read
+                                         // again at its first use after it)
     // expert parallelism, rank 0's side (docs/operations.md "Several machines"; 0 in one process)
     uint64_t expert_exchanges = 0;             // a layer's rows sent to the other ranks and answered
     uint64_t expert_exchange_bytes = 0;        // inputs sent and outputs received

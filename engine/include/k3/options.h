@@ -15,6 +15,9 @@ struct MemoryOptions {
     double prefill_mb = -1;    // activations of one prefill chunk (MB, 10^6 bytes); the chunk is as
                                // many tokens as fit. < 0: the preset's, or the default chunk (at
                                // most 256 tokens and 256 MB) without one
+    int pass_tokens = 0;       // at most this many tokens a prefill pass (0: as many as memory allows,
+                               // lent memory included); a shorter pass bounds what a request that
+                               // arrives during one waits, and tests cut prompts with it
     bool lookahead = true;     // while layer L computes, read the experts layer L+1's router picks
                                // for L's input (streaming store; exact: it only schedules reads)
     bool background_load = false;  // everything resident: Engine::load returns once the trunk is
