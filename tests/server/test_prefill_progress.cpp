@@ -202,11 +202,13 @@ TEST_CASE("tiny model: a prefill pass shows its number, tokens and layers; /metr
     CHECK(metric_value(status_client, "k3serve:forward_passes_total") - passes0 == passes);
     const double layer_reads = metric_value(status_client, "k3serve:trunk_layer_reads_total") - layer_reads0;
     const double unpinned = metric_value(status_client, "k3serve:pass_unpinned_layers_total") - unpinned0;
-    CHECK(unpinned == 2 * passes);
+    CHECK(unpinned >= 2 * (passes - 1));  // the full passes lend both (the half one may need neither)
+    CHECK(unpinned <= 2 * passes);
     const double lm_head_reads = metric_value(status_client, "k3serve:lm_head_reads_total") - lm_head_reads0;
     CHECK(lm_head_reads >= passes - 1);
     CHECK(lm_head_reads <= passes);
-    CHECK(layer_reads >= 11 * passes + 2 * passes);
+    // (the ring may hold the first streamed layer from before the prompt: one read fewer)
+    CHECK(layer_reads >= 11 * passes + 2 * passes - 1);
     CHECK(layer_reads <= 11 * passes + 2 * passes + 1);
     const double read_waits = metric_value(status_client, "k3serve:expert_read_waits_total") - read_waits0;
     CHECK(read_waits > 0);
