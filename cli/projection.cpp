@@ -184,7 +184,8 @@ Projection project(const ModelSizes& m, const io::MemoryPlan& plan, const Bandwi
     // What the pass borrows (MemoryPlan::loan_for): a pinned layer it unpins is read when the pass
     // reaches it, and the pass waits for that read; a lent lm_head is read again before the
     // pass's output product (every pass leaves its last token's logits, for the prompt cache).
-    const io::PassLoan loan = plan.loan_for(pass_cost(c).bytes(T));
+    // Only rank 0 runs the passes (the other ranks of expert parallelism compute experts).
+    const io::PassLoan loan = part.trunk ? plan.loan_for(pass_cost(c).bytes(T)) : io::PassLoan{};
     for (int il : loan.layers) p.pass_unpinned_bytes += m.layer_bytes[size_t(il)];
     p.pass_unpinned_layers = int(loan.layers.size());
     p.pass_lm_head_bytes = loan.lm_head ? m.lm_head : 0;
