@@ -4,7 +4,7 @@
 // a required tool call, both streamed too), completions, responses (whole and streamed, with a
 // function tool, with and without `strict`, and a user), models, and errors (a 400, a 404 for an
 // unknown route). And the C++ tests' table of Responses stream event types
-// (tests/server/responses_event_types.h) against the description's. Without the description (a
+// (tests/server/responses/responses_event_types.h) against the description's. Without the description (a
 // clone without ../shared beside it) every test skips, naming the file.
 import { test as nodeTest, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -76,7 +76,7 @@ test('responses: a function tool sent without strict is echoed as Response.tools
 });
 
 test("the C++ tests' table of Responses stream event types is the description's", () => {
-  const header = readFileSync(path.join(process.env.K3_SOURCE_DIR ?? '.', 'tests', 'server', 'responses_event_types.h'), 'utf8');
+  const header = readFileSync(path.join(process.env.K3_SOURCE_DIR ?? '.', 'tests', 'server', 'responses', 'responses_event_types.h'), 'utf8');
   const body = header.slice(header.indexOf('kResponsesStreamEventTypes[] = {'), header.indexOf('};'));
   const table = [...body.matchAll(/"([^"]+)"/g)].map((m) => m[1]);
   assert.deepEqual(table, memberTypes('ResponseStreamEvent'));
