@@ -54,6 +54,10 @@ public:
     }
     // False once the server has closed or reset the connection.
     bool send(const std::string& s) { return fd_ >= 0 && ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
+    // Half-closes: the server reads end of input, the socket still receives.
+    void shutdown_write() {
+        if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+    }
     // Reads until `needle` shows up, the peer closes, or `ms` pass (a bound against hangs).
     // Returns everything received so far.
     const std::string& read_until(const std::string& needle, int ms = 20000) {

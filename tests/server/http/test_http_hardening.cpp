@@ -7,6 +7,7 @@
 
 #include <future>
 
+#include "common/loopback_socket.h"
 #include "server_harness.h"
 
 using namespace k3::test;
@@ -16,61 +17,9 @@ namespace {
 using Ms = std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-// A loopback socket the test drives byte by byte.
-class Socket {
-public:
-    explicit Socket(int port) {
-        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(uint16_t(port));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-            ::close(fd_);
-            fd_ = -1;
-        }
-    }
-    ~Socket() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    bool ok() const { return fd_ >= 0; }
-    // False once the server has closed or reset the connection.
-    bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
-    void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-    // Reads until `needle` shows up, the peer closes, or `ms` pass. Returns everything so far.
-    std::string read_until(const std::string& needle, int ms = 5000) {
-        auto until = SteadyClock::now() + Ms(ms);
-        while (received_.find(needle) == std::string::npos && !closed_ && SteadyClock::now() < until) {
-            pollfd p{fd_, POLLIN, 50};
-            if (::poll(&p, 1, 50) <= 0) continue;
-            char buf[8192];
-            ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-            if (n <= 0) closed_ = true;
-            else received_.append(buf, size_t(n));
-        }
-        return received_;
-    }
-    std::string read_to_close(int ms = 5000) { return read_until(std::string(1, '\0') + "never", ms); }
-    bool closed() const { return closed_; }
-
-private:
-    int fd_ = -1;
-    std::string received_;
-    bool closed_ = false;
-};
-
-int status_of(const std::string& response) {
-    // Skips interim 1xx answers.
-    size_t pos = 0;
-    while (response.compare(pos, 5, "HTTP/") == 0) {
-        int status = std::atoi(response.c_str() + pos + 9);
-        if (status >= 200) return status;
-        size_t end = response.find("\r\n\r\n", pos);
-        if (end == std::string::npos) return status;
-        pos = end + 4;
-    }
-    return -1;
-}
+// The raw client of tests/common/loopback_socket.h, under the name these cases use.
+using Socket = LoopbackSocket;
+int status_of(const std::string& response) { return LoopbackSocket::status_of(response); }
 
 std::string post(const std::string& path, const std::string& body, const std::string& extra_headers = "",
                  const char* version = "HTTP/1.1") {
