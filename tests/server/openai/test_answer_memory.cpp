@@ -42,7 +42,11 @@ struct Counting {
 
 }  // namespace
 
-// Every allocation of this binary goes through these (the array and nothrow forms call them).
+// Every allocation of this binary goes through these. The array and nothrow forms are replaced
+// too, although libstdc++'s own call the plain ones: under AddressSanitizer its runtime defines
+// them, and a nothrow new of its (std::stable_sort's buffer) freed by the delete below was an
+// alloc-dealloc mismatch (scripts/sanitize.sh). The aligned forms stay the library's: they pair
+// among themselves.
 void* operator new(std::size_t n) {
     void* p = std::malloc(n ? n : 1);
     if (!p) throw std::bad_alloc();
@@ -55,6 +59,19 @@ void operator delete(void* p) noexcept {
     std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return operator new(n);
+    } catch (const std::bad_alloc&) {
+        return nullptr;
+    }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new[](std::size_t n, const std::nothrow_t& nt) noexcept { return operator new(n, nt); }
+void operator delete[](void* p) noexcept { operator delete(p); }
+void operator delete[](void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { operator delete(p); }
 
 using namespace k3::server;
 using nlohmann::json;
