@@ -24,6 +24,7 @@
 #include "model/compute.h"
 #include "store/streaming_store.h"
 #include "util/aligned_bytes.h"
+#include "util/check.h"
 
 namespace k3::cli {
 
@@ -160,10 +161,11 @@ std::vector<float> attention_rows(int64_t n_keys, int dk) {
     return rows;
 }
 
-void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out) {
-    constexpr int tile = kAttentionTile;
-    float m[tile], l[tile], scratch[tile * kAttendBlock];
-    int32_t n_valid[tile];
+void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out,
+                 int tile) {
+    K3_CHECK(tile >= 1 && tile <= kAttentionTile, "attention tile of %d queries outside 1..%d", tile, kAttentionTile);
+    float m[kAttentionTile], l[kAttentionTile], scratch[kAttentionTile * kAttendBlock];
+    int32_t n_valid[kAttentionTile];
     for (int i = 0; i < tile; ++i) m[i] = -INFINITY, l[i] = 0.0f, n_valid[i] = kAttendBlock;
     std::fill(out, out + tile * dv, 0.0f);
     for (int64_t b0 = 0; b0 < n_keys; b0 += kAttendBlock)
@@ -173,7 +175,7 @@ void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* 
 
 double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys) {
     // Tiles over the cached rows, the queries spread over the threads as in a prefill chunk (four
-    // tiles a thread over 1024 keys, one over more: a pass over 32k K3 rows is already 1.1 GFLOP
+    // tiles a thread over 1024 keys, one over more: a pass over 32k K3 rows is already 4.6 GFLOP
     // a tile).
     const int64_t tiles = (n_keys <= 1024 ? 4 : 1) * std::max(1, threads), tile = kAttentionTile;
     const std::vector<float> rows = attention_rows(n_keys, dk);

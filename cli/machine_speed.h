@@ -39,7 +39,7 @@ double measure_memory_gbps(double seconds);
 double measure_gflops(int threads, double seconds);
 
 // Blocked attention (kernels.h, attend_block) at a model's widths: dk-wide cached rows (the MLA
-// latent and rope), values their first dv <= dk columns (the latent), tiles of 16 queries over
+// latent and rope), values their first dv <= dk columns (the latent), tiles of kAttentionTile queries over
 // `n_keys` cached rows: GFLOP/s, counting attention_flops_per_pair per query and key. Past a few
 // thousand keys the rows leave the caches (K3: 2.3 kB a row, 75 MB at 32k) and the rate is the
 // memory's as much as the kernel's (docs/performance.md, "Attention at long context").
@@ -47,13 +47,15 @@ double measure_attention_gflops(int threads, int dk, int dv, double seconds, int
 // The keys measure_model_rates measures the attention at (ModelRates::attention_gflops_by_keys).
 inline constexpr int64_t kAttentionKeys[] = {1024, 8192, 32768};
 // Queries in a tile of the prefill's MLA attention (mla.cpp's largest).
-inline constexpr int kAttentionTile = 16;
+inline constexpr int kAttentionTile = 64;
 // n_keys cached rows [n_keys][dk] for the attention measurements: random for the first 1024 keys,
 // repeated after (every row is read from memory all the same).
 std::vector<float> attention_rows(int64_t n_keys, int dk);
-// One tile of kAttentionTile queries Q [tile][dk] over n_keys cached rows, the values their first
-// dv columns, in blocks of kAttendBlock keys as mla.cpp runs them: out [tile][dv] (unnormalised).
-void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out);
+// One tile of `tile` (at most kAttentionTile) queries Q [tile][dk] over n_keys cached rows, the
+// values their first dv columns, in blocks of kAttendBlock keys as mla.cpp runs them: out
+// [tile][dv] (unnormalised).
+void attend_tile(const Kernels& k, const float* Q, int dk, int dv, const float* rows, int64_t n_keys, float* out,
+                 int tile = kAttentionTile);
 
 // The compute a prefill chunk costs at one model's own widths (docs/performance.md, "Time to
 // first token"; chunk_compute.h uses them): the GFLOP/s of the engine's bf16 matmul at each column

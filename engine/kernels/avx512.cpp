@@ -44,25 +44,30 @@ inline float reduce_lanes(__m512 v) {
 }
 
 // reduce_lanes of 16 registers at once, the same tree step by step, each step adding pairs of
-// half-registers gathered from two registers (so 15 adds in place of 60): out[a][b] = the sum
-// of acc[a][b]. Addition is commutative, so the bits are reduce_lanes' bits.
-inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_stride) {
+// half-registers gathered from two registers (so 15 adds in place of 60): element k of the
+// result is the sum of v[k]. Addition is commutative, so the bits are reduce_lanes' bits.
+inline __m512 reduce_lanes_16(const __m512 (&v)[16]) {
     __m512 s8[8], s4[4], s2[2];
-    for (int k = 0; k < 8; ++k) {  // [k] + [k+8]: dot 2k in elements 0-7, dot 2k+1 in 8-15
-        const __m512 x = acc[(2 * k) / 4][(2 * k) % 4], y = acc[(2 * k + 1) / 4][(2 * k + 1) % 4];
-        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    for (int k = 0; k < 4; ++k)  // [k] + [k+4]: 128-bit lane L holds dot 4k + L
+    for (int k = 0; k < 8; ++k)  // [k] + [k+8]: sum 2k in elements 0-7, sum 2k+1 in 8-15
+        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int k = 0; k < 4; ++k)  // [k] + [k+4]: 128-bit lane L holds sum 4k + L
         s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                               _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    for (int k = 0; k < 2; ++k)  // [k] + [k+2]: lane L holds dots 8k + L (elements 0-1), 8k + 4 + L (2-3)
+    for (int k = 0; k < 2; ++k)  // [k] + [k+2]: lane L holds sums 8k + L (elements 0-1), 8k + 4 + L (2-3)
         s2[k] = _mm512_add_ps(_mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                               _mm512_shuffle_ps(s4[2 * k], s4[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    // [0] + [1]: element 4L + e holds dot 4e + L, i.e. acc[e][L]; permuted to [a][b] order
+    // [0] + [1]: element 4L + e holds sum 4e + L; permuted to element k = sum k
     const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                       _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m512 rows = _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
+    return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), sums);
+}
+
+// out[a * out_stride + b] = the sum of acc[a][b], by reduce_lanes_16.
+inline void reduce_lanes_4x4(const __m512 (&acc)[4][4], float* out, int64_t out_stride) {
+    __m512 v[16];
+    for (int k = 0; k < 16; ++k) v[k] = acc[k / 4][k % 4];
+    const __m512 rows = reduce_lanes_16(v);
     // The lane index is an immediate: written out, so that builds without optimisation (the
     // sanitizer preset) compile it too.
     _mm_storeu_ps(out + 0 * out_stride, _mm512_extractf32x4_ps(rows, 0));
@@ -359,7 +364,9 @@ float fold_block_softmax16(float* scores, int64_t n, float scale, float* m, floa
 }
 
 // Scores of NQ queries against NK keys at once (each dot is one 16-lane register, the
-// reference's lanes): every load of a query or key chunk feeds NK or NQ multiply-adds.
+// reference's lanes). The NK key chunks stay in registers while each query's chunk is loaded
+// and feeds NK multiply-adds: 8 x 3 is 24 accumulators, 3 keys and a query of the 32 registers,
+// 11 loads for 24 fmas, and a tile of 8 queries reads each key row once.
 template <int NQ, int NK>
 void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stride, int64_t n, float* out,
               int64_t out_stride) {
@@ -368,24 +375,39 @@ void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stri
         for (int b = 0; b < NK; ++b) acc[a][b] = _mm512_setzero_ps();
     const int64_t full = n & ~int64_t{15};
     for (int64_t i = 0; i < full; i += 16) {
-        __m512 q[NQ];
-        for (int a = 0; a < NQ; ++a) q[a] = _mm512_loadu_ps(Q + a * q_stride + i);
-        for (int b = 0; b < NK; ++b) {
-            const __m512 k = _mm512_loadu_ps(K + b * key_stride + i);
-            for (int a = 0; a < NQ; ++a) acc[a][b] = _mm512_fmadd_ps(q[a], k, acc[a][b]);
+        __m512 k[NK];
+        for (int b = 0; b < NK; ++b) k[b] = _mm512_loadu_ps(K + b * key_stride + i);
+        for (int a = 0; a < NQ; ++a) {
+            __m512 q = _mm512_loadu_ps(Q + a * q_stride + i);
+            // In a register: left alone, GCC folds the load into each of the NK fmas, and the
+            // tile then waits on loads (27 of them for 24 fmas) instead of on the fmas.
+            __asm__("" : "+v"(q));
+            for (int b = 0; b < NK; ++b) acc[a][b] = _mm512_fmadd_ps(q, k[b], acc[a][b]);
         }
     }
     if (full < n) {
         const __mmask16 m = tail_mask(n - full);
-        for (int b = 0; b < NK; ++b) {
-            const __m512 k = _mm512_maskz_loadu_ps(m, K + b * key_stride + full);
-            // lanes past the tail keep their sums (mask3): adding 0 * 0 would turn -0.0 into +0.0
-            for (int a = 0; a < NQ; ++a)
-                acc[a][b] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, Q + a * q_stride + full), k, acc[a][b], m);
+        __m512 k[NK];
+        for (int b = 0; b < NK; ++b) k[b] = _mm512_maskz_loadu_ps(m, K + b * key_stride + full);
+        // lanes past the tail keep their sums (mask3): adding 0 * 0 would turn -0.0 into +0.0
+        for (int a = 0; a < NQ; ++a) {
+            const __m512 q = _mm512_maskz_loadu_ps(m, Q + a * q_stride + full);
+            for (int b = 0; b < NK; ++b) acc[a][b] = _mm512_mask3_fmadd_ps(q, k[b], acc[a][b], m);
         }
     }
-    if constexpr (NQ == 4 && NK == 4) {
-        reduce_lanes_4x4(acc, out, out_stride);
+    if constexpr (NQ * NK >= 16) {
+        // 16 dots at a time by the shared tree; the last group repeats the last dot to fill it
+        constexpr int kDots = NQ * NK;
+        for (int d0 = 0; d0 < kDots; d0 += 16) {
+            __m512 v[16];
+            for (int e = 0; e < 16; ++e) {
+                const int d = std::min(d0 + e, kDots - 1);
+                v[e] = acc[d / NK][d % NK];
+            }
+            alignas(64) float sums[16];
+            _mm512_store_ps(sums, reduce_lanes_16(v));
+            for (int e = 0; e < 16 && d0 + e < kDots; ++e) out[(d0 + e) / NK * out_stride + (d0 + e) % NK] = sums[e];
+        }
     } else {
         for (int a = 0; a < NQ; ++a)
             for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
@@ -394,19 +416,23 @@ void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stri
 
 // Scores of queries [i0, i0 + NQ) over the first n keys of the block (n is the largest of their
 // n_valid; a query's scores past its own n_valid are computed and never read).
-template <int NQ>
+template <int NQ, int NK>
 void score_queries(const float* Q, int64_t q_stride, const float* keys, int64_t key_stride, int64_t n, int dk,
                    float* scores) {
     int64_t s = 0;
-    for (; s + 4 <= n; s += 4) dot_tile<NQ, 4>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
+    for (; s + NK <= n; s += NK)
+        dot_tile<NQ, NK>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
     for (; s < n; ++s) dot_tile<NQ, 1>(Q, q_stride, keys + s * key_stride, key_stride, dk, scores + s, kAttendBlock);
 }
 
-// Queries whose softmax factors are kept at once in attend_block (its tiles are at most 16).
+// Queries whose softmax factors are kept at once in attend_block: the values of that many
+// queries are added 64 columns at a time, so each 64 x 64 slice of the block's values (16 KiB)
+// is loaded from L2 once and then read from L1 by all of them.
 constexpr int kMaxFoldedQueries = 16;
 
 // out[j] = out[j] * c, then one fma chain over the block's positions of p_s * vals[s][j]
-// (kernels.h); 16 columns per register, four registers at a time.
+// (kernels.h); 16 columns per register, four registers at a time. Used for a block's last
+// dv % 64 columns.
 void add_values(const float* p, int64_t n, const float* vals, int64_t val_stride, int dv, float c, float* out) {
     const __m512 cv = _mm512_set1_ps(c);
     int j = 0;
@@ -429,70 +455,83 @@ void add_values(const float* p, int64_t n, const float* vals, int64_t val_stride
     }
 }
 
-// add_values for two queries over the same n positions, their chains interleaved (each chain's
-// operations, and so its bits, are add_values').
-void add_values_pair(const float* p0, const float* p1, int64_t n, const float* vals, int64_t val_stride, int dv,
-                     float c0, float c1, float* out0, float* out1) {
-    const __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
-    int j = 0;
-    for (; j + 64 <= dv; j += 64) {
-        __m512 a[4], b[4];
-        for (int r = 0; r < 4; ++r) {
-            a[r] = _mm512_mul_ps(_mm512_loadu_ps(out0 + j + 16 * r), cv0);
-            b[r] = _mm512_mul_ps(_mm512_loadu_ps(out1 + j + 16 * r), cv1);
-        }
-        for (int64_t s = 0; s < n; ++s) {
-            const __m512 ps0 = _mm512_set1_ps(p0[s]), ps1 = _mm512_set1_ps(p1[s]);
-            const float* val = vals + s * val_stride + j;
-            for (int r = 0; r < 4; ++r) {
-                const __m512 v = _mm512_loadu_ps(val + 16 * r);
-                a[r] = _mm512_fmadd_ps(ps0, v, a[r]);
-                b[r] = _mm512_fmadd_ps(ps1, v, b[r]);
-            }
-        }
-        for (int r = 0; r < 4; ++r) {
-            _mm512_storeu_ps(out0 + j + 16 * r, a[r]);
-            _mm512_storeu_ps(out1 + j + 16 * r, b[r]);
+// 64 columns of NQ queries' running values (query a: probabilities p + a * kAttendBlock, its
+// n_valid[a] positions, factor c[a], values out + a * out_stride): out * c, then each element's
+// fma chain in increasing position, as add_values. The queries share each load of a value row
+// over the positions all of them see (NQ x 4 accumulators, independent chains for both FMA
+// ports); a query that sees more positions then continues its own chains alone.
+template <int NQ>
+void value_tile(const float* p, const int32_t* n_valid, const float* c, const float* vals, int64_t val_stride,
+                float* out, int64_t out_stride) {
+    __m512 acc[NQ][4];
+    int64_t n_all = n_valid[0];
+    for (int a = 0; a < NQ; ++a) {
+        const __m512 cv = _mm512_set1_ps(c[a]);
+        for (int r = 0; r < 4; ++r) acc[a][r] = _mm512_mul_ps(_mm512_loadu_ps(out + a * out_stride + 16 * r), cv);
+        n_all = std::min<int64_t>(n_all, n_valid[a]);
+    }
+    for (int64_t s = 0; s < n_all; ++s) {
+        const float* val = vals + s * val_stride;
+        __m512 v[4];
+        for (int r = 0; r < 4; ++r) v[r] = _mm512_loadu_ps(val + 16 * r);
+        for (int a = 0; a < NQ; ++a) {
+            const __m512 ps = _mm512_set1_ps(p[a * kAttendBlock + s]);
+            for (int r = 0; r < 4; ++r) acc[a][r] = _mm512_fmadd_ps(ps, v[r], acc[a][r]);
         }
     }
-    if (j < dv) {
-        add_values(p0, n, vals + j, val_stride, dv - j, c0, out0 + j);
-        add_values(p1, n, vals + j, val_stride, dv - j, c1, out1 + j);
-    }
+    for (int a = 0; a < NQ; ++a)
+        for (int64_t s = n_all; s < n_valid[a]; ++s) {
+            const __m512 ps = _mm512_set1_ps(p[a * kAttendBlock + s]);
+            for (int r = 0; r < 4; ++r)
+                acc[a][r] = _mm512_fmadd_ps(ps, _mm512_loadu_ps(vals + s * val_stride + 16 * r), acc[a][r]);
+        }
+    for (int a = 0; a < NQ; ++a)
+        for (int r = 0; r < 4; ++r) _mm512_storeu_ps(out + a * out_stride + 16 * r, acc[a][r]);
 }
 
+// Every query's operations are the reference's (kernels.h); only the order in which the
+// queries' independent work is done differs. Scores: 8 queries at a time against 3 keys, so a
+// block's key rows come from L2 once per 8 queries. Values: 64 columns at a time for all the
+// folded queries, 4 by 4, so each slice of value rows comes from L2 once per fold.
 void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t* n_valid, const float* keys,
                          int64_t key_stride, const float* vals, int64_t val_stride, int dk, int dv, float scale,
                          float* m, float* l, float* acc, int64_t acc_stride, float* scratch) {
     int i = 0;
+    for (; i + 8 <= nq; i += 8)
+        score_queries<8, 3>(Q + i * q_stride, q_stride, keys, key_stride, *std::max_element(n_valid + i, n_valid + i + 8),
+                            dk, scratch + int64_t(i) * kAttendBlock);
     for (; i + 4 <= nq; i += 4)
-        score_queries<4>(Q + i * q_stride, q_stride, keys, key_stride,
-                         std::max(std::max(n_valid[i], n_valid[i + 1]), std::max(n_valid[i + 2], n_valid[i + 3])), dk,
-                         scratch + int64_t(i) * kAttendBlock);
+        score_queries<4, 4>(Q + i * q_stride, q_stride, keys, key_stride, *std::max_element(n_valid + i, n_valid + i + 4),
+                            dk, scratch + int64_t(i) * kAttendBlock);
     for (; i < nq; ++i)
-        score_queries<1>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk, scratch + int64_t(i) * kAttendBlock);
+        score_queries<1, 4>(Q + i * q_stride, q_stride, keys, key_stride, n_valid[i], dk,
+                            scratch + int64_t(i) * kAttendBlock);
     float c[kMaxFoldedQueries];
     for (int i0 = 0; i0 < nq; i0 += kMaxFoldedQueries) {
         const int ni = std::min(kMaxFoldedQueries, nq - i0);
         for (i = i0; i < i0 + ni; ++i)
             c[i - i0] = fold_block_softmax16(scratch + int64_t(i) * kAttendBlock, n_valid[i], scale, &m[i], &l[i]);
-        for (i = i0; i < i0 + ni;) {
-            // Two queries with the same keys (the heads of one token) go together: eight
-            // independent fma chains keep both FMA ports busy where four wait on their latency.
-            if (i + 1 < i0 + ni && n_valid[i] == n_valid[i + 1]) {
-                add_values_pair(scratch + int64_t(i) * kAttendBlock, scratch + int64_t(i + 1) * kAttendBlock, n_valid[i],
-                                vals, val_stride, dv, c[i - i0], c[i + 1 - i0], acc + i * acc_stride,
-                                acc + (i + 1) * acc_stride);
-                i += 2;
-            } else {
-                add_values(scratch + int64_t(i) * kAttendBlock, n_valid[i], vals, val_stride, dv, c[i - i0],
-                           acc + i * acc_stride);
-                i += 1;
+        const float* p = scratch + int64_t(i0) * kAttendBlock;
+        const int32_t* nv = n_valid + i0;
+        float* out = acc + i0 * acc_stride;
+        int j = 0;
+        for (; j + 64 <= dv; j += 64) {
+            int a = 0;
+            for (; a + 4 <= ni; a += 4)
+                value_tile<4>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j,
+                              acc_stride);
+            switch (ni - a) {
+                case 3: value_tile<3>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
+                case 2: value_tile<2>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
+                case 1: value_tile<1>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
+                default: break;
             }
         }
+        if (j < dv)
+            for (int a = 0; a < ni; ++a)
+                add_values(p + a * kAttendBlock, nv[a], vals + j, val_stride, dv - j, c[a], out + a * acc_stride + j);
     }
 }
-
 }  // namespace
 
 const Kernels& avx512_table() {

@@ -14,8 +14,13 @@ namespace k3 {
 
 namespace {
 
-// Queries per attention tile at most: their scores of one key block stay on the stack.
-constexpr int64_t kMaxAttendTile = 16;
+// Queries per attention tile at most: their scores of one key block stay on the stack (16 KiB).
+// Each key block comes from memory once per tile, so past the caches a tile's queries are what
+// each byte of the cached rows feeds: 64 (two thirds of a K3 token's 96 heads) keep the long
+// prompts' attention compute-bound where 16 left it waiting on memory (docs/performance.md,
+// "Attention at long context"); the tile, its queries' running values (128 KiB at K3's widths)
+// and a block (147 KiB) stay in L2.
+constexpr int64_t kMaxAttendTile = 64;
 
 }  // namespace
 

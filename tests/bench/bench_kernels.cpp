@@ -399,37 +399,44 @@ void prefill_matmuls(const std::vector<const Kernels*>& sets, bool quick, double
 }
 
 // Prefill attention: MLA's blocked attention at K3's widths (the cached latent and rope, 576
-// wide, the values its first 512), tiles of 16 queries (mla.cpp's) over n cached rows in blocks
-// of kAttendBlock keys, each of 2 threads its own tile. GFLOP/s (2 x (576 + 512) a query and a
-// key) against the 2-thread FMA peak; past the caches (K3: 2.3 kB a row, 19 MB at 8k, 75 MB at
-// 32k) every tile streams the rows from memory.
+// wide, the values its first 512) over n cached rows in blocks of kAttendBlock keys, each of 2
+// threads its own tile of queries: mla.cpp's tile (cli::kAttentionTile), and 16 queries, the
+// tile before it, for comparison. GFLOP/s (2 x (576 + 512) a query and a key) against the
+// 2-thread FMA peak; past the caches (K3: 2.3 kB a row, 19 MB at 8k, 75 MB at 32k) every tile
+// streams the rows from memory, once per tile, so the smaller tile waits on memory more.
 void prefill_attention(const std::vector<const Kernels*>& sets, double min_seconds, const Peak& peak) {
-    std::printf("\nprefill attention (MLA, K3 widths 576/512, tiles of 16 queries), 2 threads, against the 2-thread peak:\n");
+    std::printf("\nprefill attention (MLA, K3 widths 576/512, tiles of %d queries as mla.cpp, and of 16), 2 threads, "
+                "against the 2-thread peak:\n",
+                cli::kAttentionTile);
     if (peak.cpu <= 0) return;
-    const int dk = 576, dv = 512, tile = cli::kAttentionTile, threads = 2;
+    const int dk = 576, dv = 512, max_tile = cli::kAttentionTile, threads = 2;
     const int64_t max_keys = 32768;
     const std::vector<float> rows = cli::attention_rows(max_keys, dk);
     std::mt19937 rng(5);
     std::normal_distribution<float> dist(0.0f, 0.5f);
-    std::vector<float> Q(size_t(threads * tile * dk)), out(size_t(threads * tile * dv));
+    std::vector<float> Q(size_t(threads * max_tile * dk)), out(size_t(threads * max_tile * dv));
     for (float& v : Q) v = dist(rng);
     for (const Kernels* k : sets) {
         if (std::string(k->name) == "scalar") continue;  // far from the peak by design
-        for (const int64_t n_keys : {int64_t(1024), int64_t(8192), max_keys}) {
-            const Timing t = time_per_call(
-                [&](int64_t) {
-                    return split_rows(threads, threads, [&](int64_t t0, int64_t nt) {
-                        for (int64_t q = t0; q < t0 + nt; ++q)
-                            cli::attend_tile(*k, &Q[size_t(q * tile * dk)], dk, dv, rows.data(), n_keys,
-                                             &out[size_t(q * tile * dv)]);
-                    });
-                },
-                min_seconds);
-            const double flops = 2.0 * (dk + dv) * double(threads * tile) * double(n_keys);
-            std::printf("%-13s %-18s %-7s %5lldk | wall %7.1f GFLOP/s %4.0f%% | cpu %7.1f GFLOP/s %4.0f%% of peak\n",
-                        "attend_block", "576/512, 16 q", k->name, (long long)(n_keys / 1024), flops / t.wall / 1e9,
-                        100 * flops / t.wall / 1e9 / peak.wall, flops / t.cpu / 1e9, 100 * flops / t.cpu / 1e9 / peak.cpu);
-            std::fflush(stdout);
+        for (const int tile : {max_tile, 16}) {
+            for (const int64_t n_keys : {int64_t(1024), int64_t(8192), max_keys}) {
+                const Timing t = time_per_call(
+                    [&](int64_t) {
+                        return split_rows(threads, threads, [&](int64_t t0, int64_t nt) {
+                            for (int64_t q = t0; q < t0 + nt; ++q)
+                                cli::attend_tile(*k, &Q[size_t(q * tile * dk)], dk, dv, rows.data(), n_keys,
+                                                 &out[size_t(q * tile * dv)], tile);
+                        });
+                    },
+                    min_seconds);
+                const double flops = 2.0 * (dk + dv) * double(threads * tile) * double(n_keys);
+                const std::string shape = "576/512, " + std::to_string(tile) + " q";
+                std::printf("%-13s %-18s %-7s %5lldk | wall %7.1f GFLOP/s %4.0f%% | cpu %7.1f GFLOP/s %4.0f%% of peak\n",
+                            "attend_block", shape.c_str(), k->name, (long long)(n_keys / 1024), flops / t.wall / 1e9,
+                            100 * flops / t.wall / 1e9 / peak.wall, flops / t.cpu / 1e9,
+                            100 * flops / t.cpu / 1e9 / peak.cpu);
+                std::fflush(stdout);
+            }
         }
     }
 }

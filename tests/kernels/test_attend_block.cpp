@@ -62,3 +62,47 @@ TEST_CASE("blocked attention: tiles of any size give each query the bits of atte
         }
     }
 }
+
+// The AVX-512 set's tiles: scores 8 queries x 3 keys, then 4 x 4, then one query at a time;
+// values 64 columns x 4 queries at a time, then 3, 2 or 1 queries, then the last dv % 64
+// columns; folds of 16 queries. Tiles of up to mla.cpp's 64 queries (one query a position, so
+// the queries of a group see different numbers of keys) with dk and dv tails and every remainder
+// give each query exactly attending alone's bits, in every set.
+TEST_CASE("blocked attention: wide tiles with every remainder give each query the bits of attending alone") {
+    std::mt19937 rng(11);
+    const int dk = 83, dv = 147;  // 5 x 16 + 3 key channels; 2 x 64 + 19 value columns
+    const int64_t ks = dk + 5, vs = dv + 1, n_q = 70, pos0 = 100;  // queries at positions 100..169
+    const int64_t n_rows = pos0 + n_q;
+    auto keys = random_floats(rng, size_t(n_rows * ks), 1.5f), vals = random_floats(rng, size_t(n_rows * vs));
+    auto Q = random_floats(rng, size_t(n_q * dk), 1.5f);
+    const float scale = 0.15f;
+    std::vector<float> alone(size_t(n_q * dv)), scratch(size_t(64 * kAttendBlock));
+    for (int64_t i = 0; i < n_q; ++i)
+        attend_head(scalar_kernels(), &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk, dv, scale,
+                    &alone[size_t(i * dv)], scratch.data());
+    for (const NamedSet& set : all_sets()) {
+        CAPTURE(set.name);
+        for (int tile : {6, 7, 13, 23, 64}) {
+            CAPTURE(tile);
+            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
+            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
+                const int nq = int(std::min<int64_t>(tile, n_q - q0));
+                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
+                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
+                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
+                    int i0 = 0;
+                    while (n_keys[size_t(i0)] <= b0) ++i0;
+                    for (int i = i0; i < nq; ++i)
+                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
+                    set.k->attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)],
+                                        &keys[size_t(b0 * ks)], ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale,
+                                        &m[size_t(q0 + i0)], &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv,
+                                        scratch.data());
+                }
+            }
+            for (int64_t i = 0; i < n_q; ++i)
+                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
+            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
+        }
+    }
+}
