@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/avx512_ops.h"
@@ -363,6 +364,27 @@ float fold_block_softmax16(float* scores, int64_t n, float scale, float* m, floa
     return c;
 }
 
+// The dots d0 .. d0 + 15 of a tile (flat index a * NK + b; past the last one, the last again) by
+// the shared tree, indexed by constants so that the accumulators stay in registers. Always
+// inlined: GCC otherwise merges the 8 x 3 and 4 x 4 copies (the same first 16 dots) and then
+// reports the merged one's subscripts against the other's array.
+template <int NQ, int NK, int D0, size_t... E>
+__attribute__((always_inline)) inline __m512 reduce_tile_dots(const __m512 (&acc)[NQ][NK], std::index_sequence<E...>) {
+    constexpr int kLast = NQ * NK - 1;
+    const __m512 v[16] = {acc[std::min<int>(D0 + int(E), kLast) / NK][std::min<int>(D0 + int(E), kLast) % NK]...};
+    return reduce_lanes_16(v);
+}
+
+template <int NQ, int NK, int D0>
+__attribute__((always_inline)) inline void store_tile_dots(const __m512 (&acc)[NQ][NK], float* out, int64_t out_stride) {
+    if constexpr (D0 < NQ * NK) {
+        alignas(64) float sums[16];
+        _mm512_store_ps(sums, reduce_tile_dots<NQ, NK, D0>(acc, std::make_index_sequence<16>{}));
+        for (int e = 0; e < 16 && D0 + e < NQ * NK; ++e) out[(D0 + e) / NK * out_stride + (D0 + e) % NK] = sums[e];
+        store_tile_dots<NQ, NK, D0 + 16>(acc, out, out_stride);
+    }
+}
+
 // Scores of NQ queries against NK keys at once (each dot is one 16-lane register, the
 // reference's lanes). The NK key chunks stay in registers while each query's chunk is loaded
 // and feeds NK multiply-adds: 8 x 3 is 24 accumulators, 3 keys and a query of the 32 registers,
@@ -377,6 +399,14 @@ void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stri
     for (int64_t i = 0; i < full; i += 16) {
         __m512 k[NK];
         for (int b = 0; b < NK; ++b) k[b] = _mm512_loadu_ps(K + b * key_stride + i);
+        // The next tile's keys (the next NK rows of the block, or past it the next block's, which
+        // mla.cpp keeps right after it): the rows come from L2 (or memory) in time for their tile.
+        // (About 3-5% at 1k-32k keys. By address, since the rows past the block may not exist: a
+        // prefetch never faults.)
+        for (int b = 0; b < NK; ++b)
+            _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(K + i) +
+                                                       uintptr_t((b + NK) * key_stride) * sizeof(float)),
+                         _MM_HINT_T0);
         for (int a = 0; a < NQ; ++a) {
             __m512 q = _mm512_loadu_ps(Q + a * q_stride + i);
             // In a register: left alone, GCC folds the load into each of the NK fmas, and the
@@ -397,17 +427,7 @@ void dot_tile(const float* Q, int64_t q_stride, const float* K, int64_t key_stri
     }
     if constexpr (NQ * NK >= 16) {
         // 16 dots at a time by the shared tree; the last group repeats the last dot to fill it
-        constexpr int kDots = NQ * NK;
-        for (int d0 = 0; d0 < kDots; d0 += 16) {
-            __m512 v[16];
-            for (int e = 0; e < 16; ++e) {
-                const int d = std::min(d0 + e, kDots - 1);
-                v[e] = acc[d / NK][d % NK];
-            }
-            alignas(64) float sums[16];
-            _mm512_store_ps(sums, reduce_lanes_16(v));
-            for (int e = 0; e < 16 && d0 + e < kDots; ++e) out[(d0 + e) / NK * out_stride + (d0 + e) % NK] = sums[e];
-        }
+        store_tile_dots<NQ, NK, 0>(acc, out, out_stride);
     } else {
         for (int a = 0; a < NQ; ++a)
             for (int b = 0; b < NK; ++b) out[a * out_stride + b] = reduce_lanes(acc[a][b]);
@@ -429,6 +449,9 @@ void score_queries(const float* Q, int64_t q_stride, const float* keys, int64_t 
 // queries are added 64 columns at a time, so each 64 x 64 slice of the block's values (16 KiB)
 // is loaded from L2 once and then read from L1 by all of them.
 constexpr int kMaxFoldedQueries = 16;
+// Queries of a value tile: 4 x 4 registers of 16 columns, 16 independent fma chains (6 x 4 was
+// no faster).
+constexpr int kValueQueries = 4;
 
 // out[j] = out[j] * c, then one fma chain over the block's positions of p_s * vals[s][j]
 // (kernels.h); 16 columns per register, four registers at a time. Used for a block's last
@@ -489,6 +512,19 @@ void value_tile(const float* p, const int32_t* n_valid, const float* c, const fl
         for (int r = 0; r < 4; ++r) _mm512_storeu_ps(out + a * out_stride + 16 * r, acc[a][r]);
 }
 
+// value_tile over n queries: NQ at a time, then the rest by a smaller tile.
+template <int NQ>
+void value_tiles(const float* p, const int32_t* n_valid, const float* c, const float* vals, int64_t val_stride,
+                 float* out, int64_t out_stride, int n) {
+    int a = 0;
+    for (; a + NQ <= n; a += NQ)
+        value_tile<NQ>(p + a * kAttendBlock, n_valid + a, c + a, vals, val_stride, out + a * out_stride, out_stride);
+    if constexpr (NQ > 1)
+        if (a < n)
+            value_tiles<NQ - 1>(p + a * kAttendBlock, n_valid + a, c + a, vals, val_stride, out + a * out_stride,
+                                out_stride, n - a);
+}
+
 // Every query's operations are the reference's (kernels.h); only the order in which the
 // queries' independent work is done differs. Scores: 8 queries at a time against 3 keys, so a
 // block's key rows come from L2 once per 8 queries. Values: 64 columns at a time for all the
@@ -515,18 +551,8 @@ void attend_block_avx512(const float* Q, int64_t q_stride, int nq, const int32_t
         const int32_t* nv = n_valid + i0;
         float* out = acc + i0 * acc_stride;
         int j = 0;
-        for (; j + 64 <= dv; j += 64) {
-            int a = 0;
-            for (; a + 4 <= ni; a += 4)
-                value_tile<4>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j,
-                              acc_stride);
-            switch (ni - a) {
-                case 3: value_tile<3>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
-                case 2: value_tile<2>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
-                case 1: value_tile<1>(p + a * kAttendBlock, nv + a, c + a, vals + j, val_stride, out + a * acc_stride + j, acc_stride); break;
-                default: break;
-            }
-        }
+        for (; j + 64 <= dv; j += 64)
+            value_tiles<kValueQueries>(p, nv, c, vals + j, val_stride, out + j, acc_stride, ni);
         if (j < dv)
             for (int a = 0; a < ni; ++a)
                 add_values(p + a * kAttendBlock, nv[a], vals + j, val_stride, dv - j, c[a], out + a * acc_stride + j);
