@@ -39,10 +39,10 @@ double measure_memory_gbps(double seconds);
 double measure_gflops(int threads, double seconds);
 
 // Blocked attention (kernels.h, attend_block) at a model's widths: dk-wide cached rows (the MLA
-// latent and rope), values their first dv <= dk columns (the latent), tiles of kAttentionTile queries over
-// `n_keys` cached rows: GFLOP/s, counting attention_flops_per_pair per query and key. Past a few
-// thousand keys the rows leave the caches (K3: 2.3 kB a row, 75 MB at 32k) and the rate is the
-// memory's as much as the kernel's (docs/performance.md, "Attention at long context").
+// latent and rope), values their first dv <= dk columns (the latent), tiles of kAttentionTile
+// queries over `n_keys` cached rows: GFLOP/s, counting attention_flops_per_pair per query and key.
+// Past a few thousand keys the rows leave the caches (K3: 2.3 kB a row, 75 MB at 32k) and each
+// tile reads them from memory once (docs/performance.md, "Attention at long context").
 double measure_attention_gflops(int threads, int dk, int dv, double seconds, int64_t n_keys = 1024);
 // The keys measure_model_rates measures the attention at (ModelRates::attention_gflops_by_keys).
 inline constexpr int64_t kAttentionKeys[] = {1024, 8192, 32768};
