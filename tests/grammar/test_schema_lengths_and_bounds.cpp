@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -22,6 +23,16 @@ using k3::test::refused_keyword;
 using nlohmann::json;
 
 namespace {
+
+// The schema's grammar under every budget but the clock: these cases are about which sentences
+// it takes. The time budget is test_grammar_budgets.cpp's subject and the compile time
+// bench_grammar_compile's; under the sanitizers on a loaded machine the 1,500-character `x`
+// pattern took more than the default 5 s (scripts/sanitize.sh at load 8, 5 Dec 2026).
+Grammar compile(std::string_view schema) {
+    GrammarLimits limits;
+    limits.max_compile_ms = std::numeric_limits<double>::infinity();
+    return Grammar::json_schema(schema, limits);
+}
 
 // A sentence of `g` chosen at random byte by byte; past `soft_limit` bytes it heads for the
 // nearest end (each byte then lowers the distance to an accepting state).
@@ -136,7 +147,7 @@ TEST_CASE("schema features: pattern with minLength/maxLength, every sentence val
         json schema = {{"type", "string"}, {"pattern", c.pattern}, {"minLength", c.min}};
         if (c.max >= 0) schema["maxLength"] = c.max;
         CAPTURE(schema.dump());
-        Grammar g = Grammar::json_schema(schema.dump());
+        Grammar g = compile(schema.dump());
         const std::regex re(c.pattern, std::regex::ECMAScript);
         for (int walk = 0; walk < 40; ++walk) {
             const std::string text = random_sentence(g, rng, size_t(c.max >= 0 ? c.max : c.min + 20) * 2);
@@ -152,12 +163,12 @@ TEST_CASE("schema features: pattern with minLength/maxLength, every sentence val
 }
 
 TEST_CASE("schema features: pattern with lengths accepts the edges and rejects what breaks either") {
-    Grammar g = Grammar::json_schema(R"({"type":"string","pattern":"^[a-z0-9_]+$","minLength":3,"maxLength":5})");
+    Grammar g = compile(R"({"type":"string","pattern":"^[a-z0-9_]+$","minLength":3,"maxLength":5})");
     check_sentences(g, {R"("abc")", R"("a_1z9")"}, {R"("ab")", R"("abcdef")", R"("ABC")", R"("ab-c")", R"("")"});
-    Grammar around = Grammar::json_schema(R"({"type":"string","pattern":"ab","minLength":4,"maxLength":5})");
+    Grammar around = compile(R"({"type":"string","pattern":"ab","minLength":4,"maxLength":5})");
     check_sentences(around, {R"("xxab")", R"("abxxx")", R"("xabxx")"}, {R"("ab")", R"("xab")", R"("xxxabx")", R"("xxxx")"});
     // A length counts characters, not bytes or escapes.
-    Grammar two = Grammar::json_schema(R"({"type":"string","pattern":"^.+$","maxLength":2})");
+    Grammar two = compile(R"({"type":"string","pattern":"^.+$","maxLength":2})");
     check_sentences(two, {"\"\xc3\xa9\xc3\xa9\"", R"("\"a")"}, {"\"\xc3\xa9\xc3\xa9\xc3\xa9\"", R"("\"ab")"});
     // No string of those lengths matches: refused, naming the pattern.
     CHECK(refused_keyword(R"({"type":"string","pattern":"^a{3}$","minLength":5})") == "pattern");
@@ -165,17 +176,17 @@ TEST_CASE("schema features: pattern with lengths accepts the edges and rejects w
 }
 
 TEST_CASE("schema features: maxLength and minLength above 1,000") {
-    Grammar g = Grammar::json_schema(R"({"type":"string","minLength":1100,"maxLength":5000})");
+    Grammar g = compile(R"({"type":"string","minLength":1100,"maxLength":5000})");
     check_sentences(g, {quoted(1100, 'a'), quoted(5000, 'z')}, {quoted(1099, 'a'), quoted(5001, 'a')});
     std::mt19937 rng(11);
-    Grammar up_to = Grammar::json_schema(R"({"type":"string","maxLength":2500})");
+    Grammar up_to = compile(R"({"type":"string","maxLength":2500})");
     for (int walk = 0; walk < 10; ++walk) {
         const std::string text = random_sentence(up_to, rng, 2600);
         CHECK(code_points(json::parse(text).get<std::string>()) <= 2500);
     }
     // The grammar budget still bounds a length: refused by the symbols limit, before building.
     try {
-        Grammar::json_schema(R"({"type":"string","maxLength":100000000})");
+        compile(R"({"type":"string","maxLength":100000000})");
         FAIL("accepted");
     } catch (const GrammarBudgetError& e) {
         CHECK(e.limit() == GrammarLimit::Symbols);
@@ -206,7 +217,7 @@ TEST_CASE("schema features: fractional and beyond-2^53 bounds, every sentence va
         if (c.hi.text) schema += std::string(",\"") + (c.hi.exclusive ? "exclusiveMaximum" : "maximum") + "\":" + c.hi.text;
         schema += "}";
         CAPTURE(schema);
-        Grammar g = Grammar::json_schema(schema);
+        Grammar g = compile(schema);
         // The bounds as decimals for `within` (1e20 style in a schema: its value written out).
         Bound lo = c.lo, hi = c.hi;
         if (lo.text && std::string(lo.text) == "-1e20") lo.text = "-100000000000000000000";
@@ -222,17 +233,17 @@ TEST_CASE("schema features: fractional and beyond-2^53 bounds, every sentence va
 }
 
 TEST_CASE("schema features: fractional and big bounds accept inside, reject outside") {
-    Grammar g = Grammar::json_schema(R"({"type":"number","minimum":0.5,"exclusiveMaximum":9.75})");
+    Grammar g = compile(R"({"type":"number","minimum":0.5,"exclusiveMaximum":9.75})");
     check_sentences(g, {"0.5", "0.50", "0.6", "1", "9", "9.7", "9.749", "9.7499999999"},
           {"0.49", "0.4999999", "0", "-1", "9.75", "9.750", "9.76", "10", "-0.5"});
-    Grammar i = Grammar::json_schema(R"({"type":"integer","minimum":0.5,"maximum":7.5})");
+    Grammar i = compile(R"({"type":"integer","minimum":0.5,"maximum":7.5})");
     check_sentences(i, {"1", "7"}, {"0", "8", "1.0", "0.5"});
-    Grammar big = Grammar::json_schema(R"({"type":"integer","minimum":-9007199254740993,"maximum":9007199254740993})");
+    Grammar big = compile(R"({"type":"integer","minimum":-9007199254740993,"maximum":9007199254740993})");
     check_sentences(big, {"0", "9007199254740992", "-9007199254740992", "123456789012345"},
           {"9007199254740994", "-9007199254740994", "90071992547409930"});
-    Grammar huge = Grammar::json_schema(R"({"type":"integer","exclusiveMinimum":100000000000000000000})");
+    Grammar huge = compile(R"({"type":"integer","exclusiveMinimum":100000000000000000000})");
     check_sentences(huge, {"100000000000000020000", "1000000000000000000000"}, {"100000000000000000000", "99999999999999999999", "5"});
-    Grammar u64 = Grammar::json_schema(R"({"type":"integer","minimum":0,"maximum":18446744073709551615})");
+    Grammar u64 = compile(R"({"type":"integer","minimum":0,"maximum":18446744073709551615})");
     check_sentences(u64, {"0", "18446744073709551615", "4294967296"}, {"-1", "18446744073709551617", "100000000000000000000"});
     CHECK(refused_keyword(R"({"type":"number","exclusiveMinimum":9.75,"maximum":9.75})") == "maximum");
     CHECK(refused_keyword(R"({"type":"integer","minimum":0.5,"maximum":0.75})") == "maximum");
