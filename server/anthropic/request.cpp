@@ -202,9 +202,12 @@ void translate_tool_choice(const json& c, json& chat) {
 }
 
 // thinking {enabled (budget_tokens) | adaptive | disabled} and output_config.effort -> K3's
-// thinking switch and effort (docs/api.md "Thinking": medium thinks at high).
+// thinking switch and effort (docs/api.md "Thinking": medium thinks at high). A request without
+// `thinking` thinks, as every other API here and the official encoder do (xtml-tools.md,
+// "Request fields to encoder inputs": thinking.type, else on); Anthropic's own
+// {"type": "disabled"} turns it off.
 void translate_thinking(const json& body, json& chat, GenerationRequest& r) {
-    bool thinking = false;
+    bool thinking = true;
     if (const json* t = field(body, "thinking")) {
         if (!t->is_object()) throw bad_request("thinking", "'thinking' must be an object", "invalid_type");
         check_keys(*t, {"type", "budget_tokens", "display"}, "thinking");

@@ -235,8 +235,9 @@ std::string k3_effort(const std::string& effort, const std::string& param) {
 // Thinking on or off and its effort, from the request fields in the order docs/api.md
 // ("Thinking") gives: on/off from chat_template_kwargs.thinking (or enable_thinking), else
 // thinking (a boolean, or an object: its type, absent meaning enabled), else reasoning_effort
-// (none: off, any other: on), else off; the effort from chat_template_kwargs.thinking_effort,
-// else thinking.effort, else reasoning_effort, else max.
+// (none: off, any other: on), else on, as the official encoder renders a chat that says nothing
+// (xtml-tools.md, "Request fields to encoder inputs"); the effort from
+// chat_template_kwargs.thinking_effort, else thinking.effort, else reasoning_effort, else max.
 ChatOptions parse_thinking(const json& body) {
     ChatOptions o;
     std::optional<bool> on;
@@ -279,7 +280,7 @@ ChatOptions parse_thinking(const json& body) {
             if (!effort) effort = *e, effort_param = "reasoning_effort";
         }
     }
-    o.thinking = on.value_or(false);
+    o.thinking = on.value_or(true);
     if (effort) o.thinking_effort = k3_effort(*effort, effort_param);
     return o;
 }

@@ -103,7 +103,7 @@ void InfoRoutes::props(HttpResponse& res) {
               {"build", K3_VERSION},
               {"default_generation_settings",
                {{"temperature", 1.0}, {"top_p", 1.0}, {"completions_max_tokens", 16},
-                {"chat_max_tokens", "rest of the context"}, {"thinking", false}}}};
+                {"chat_max_tokens", "rest of the context"}, {"thinking", true}}}};
     send_json(res, 200, j);
 }
 

@@ -61,7 +61,11 @@ ApiError refusal(const json& body) {
 json user(const json& content) { return {{"role", "user"}, {"content", content}}; }
 json assistant(const json& content) { return {{"role", "assistant"}, {"content", content}}; }
 json text(const std::string& t) { return {{"type", "text"}, {"text", t}}; }
-json body_of(const json& msgs) { return {{"model", "claude-x"}, {"max_tokens", 512}, {"messages", msgs}}; }
+// Both sides say thinking off: these cases are about the blocks' mapping, and a request that says
+// nothing thinks (the case "thinking, display and effort" asserts that default).
+json body_of(const json& msgs) {
+    return {{"model", "claude-x"}, {"max_tokens", 512}, {"messages", msgs}, {"thinking", {{"type", "disabled"}}}};
+}
 json chat_of(const json& msgs) { return {{"model", "claude-x"}, {"max_completion_tokens", 512}, {"messages", msgs}, {"thinking", false}}; }
 
 json weather_tool() {
@@ -303,7 +307,14 @@ TEST_CASE("Messages request: thinking blocks, and our signatures against tampere
 
 TEST_CASE("Messages request: thinking, display and effort; each bad value refused by name") {
     json b = body_of(json::array({user("q")}));
-    CHECK_FALSE(messages(b).request.params.thinking);
+    // Without `thinking` the request thinks at effort max, as a chat request that says nothing
+    // does (xtml-tools.md, "Request fields to encoder inputs": thinking.type, else on).
+    b.erase("thinking");
+    CHECK(messages(b).request.params.thinking);
+    json said_nothing = chat_of(json::array({user("q")}));
+    said_nothing.erase("thinking");
+    CHECK(messages(b).prompt == chat(said_nothing).prompt);
+    CHECK(messages(b).prompt.find("invoked with `thinking_effort=max`.") != std::string::npos);
     b["thinking"] = {{"type", "enabled"}, {"budget_tokens", 2048}};
     CHECK(messages(b).request.params.thinking);
     CHECK_FALSE(messages(b).request.hide_reasoning);

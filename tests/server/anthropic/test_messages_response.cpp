@@ -118,7 +118,8 @@ bool r_has_ignored_header(const httplib::Result& r) {
 
 httplib::Result post_plain(httplib::Client& c) {
     return c.Post("/v1/messages", {{"x-api-key", "sekrit"}},
-                  R"({"model": "claude-x", "max_tokens": 4, "temperature": 0, "messages": [{"role": "user", "content": "hi"}]})",
+                  R"({"model": "claude-x", "max_tokens": 4, "temperature": 0, "thinking": {"type": "disabled"},
+                      "messages": [{"role": "user", "content": "hi"}]})",
                   "application/json");
 }
 
@@ -321,7 +322,9 @@ TEST_CASE("Messages API over loopback: x-api-key and Bearer each on its own; err
     o.script = chat_answer("Hello there!");
     TestServer server(config, o);
     auto c = server.client();
-    const std::string body = R"({"model": "claude-x", "max_tokens": 32, "temperature": 0, "messages": [{"role": "user", "content": "hi"}]})";
+    // Thinking off: the fake's script is a plain answer (a request that says nothing thinks).
+    const std::string body = R"({"model": "claude-x", "max_tokens": 32, "temperature": 0, "thinking": {"type": "disabled"},
+                                 "messages": [{"role": "user", "content": "hi"}]})";
     auto post = [&](const httplib::Headers& h, const std::string& path = "/v1/messages", const std::string& b = "") {
         auto r = c.Post(path, h, b.empty() ? body : b, "application/json");
         REQUIRE(r);
@@ -363,7 +366,7 @@ TEST_CASE("Messages API over loopback: x-api-key and Bearer each on its own; err
     };
     double fields_before = figure("k3serve:ignored_fields_total"), tools_before = figure("k3serve:ignored_tools_total");
     auto tolerant = c.Post("/v1/messages", {{"x-api-key", "sekrit"}},
-                           R"({"model": "claude-x", "max_tokens": 4, "temperature": 0, "future_knob": 1,
+                           R"({"model": "claude-x", "max_tokens": 4, "temperature": 0, "future_knob": 1, "thinking": {"type": "disabled"},
                                "tools": [{"type": "bash_20250124", "name": "bash"}],
                                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "shade": "blue"}]}]})",
                            "application/json");
@@ -376,7 +379,8 @@ TEST_CASE("Messages API over loopback: x-api-key and Bearer each on its own; err
 
     // Streamed over the wire: the same events, ending in message_stop.
     auto r = c.Post("/v1/messages", {{"x-api-key", "sekrit"}},
-                    R"({"model": "claude-x", "max_tokens": 32, "temperature": 0, "stream": true, "messages": [{"role": "user", "content": "hi"}]})",
+                    R"({"model": "claude-x", "max_tokens": 32, "temperature": 0, "stream": true, "thinking": {"type": "disabled"},
+                        "messages": [{"role": "user", "content": "hi"}]})",
                     "application/json");
     REQUIRE(r);
     CHECK(r->status == 200);

@@ -61,7 +61,7 @@ TEST_CASE("logprobs: chat top alternatives come most likely first, ties to the l
     const double expected = scripted_logprob(server.engine.info().n_vocab);
     auto c = server.client();
     json k = body_of(post_json(c, "/v1/chat/completions",
-                               {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                               {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"thinking", false},
                                 {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 4}}));
     const json& content = k["choices"][0]["logprobs"]["content"];
     REQUIRE(content.size() >= 3);

@@ -160,7 +160,9 @@ TEST_CASE("chat: non-streamed and streamed answers, role first, usage") {
     o.script = chat_answer("Hello there!");
     TestServer server(test_config(), o);
     auto c = server.client();
-    json req = {{"model", "fake"}, {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"temperature", 0}};
+    // Thinking off: the fake's script is a plain answer (a request that says nothing thinks).
+    json req = {{"model", "fake"}, {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"temperature", 0},
+                {"thinking", false}};
     json j = body_of(post_json(c, "/v1/chat/completions", req));
     CHECK(j["object"] == "chat.completion");
     CHECK(j["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
@@ -185,7 +187,8 @@ TEST_CASE("chat: max_completion_tokens limits the answer; max_tokens is the alia
     o.script = chat_answer("Hello there!");
     TestServer server(test_config(), o);
     auto c = server.client();
-    json req = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"temperature", 0}, {"max_completion_tokens", 4}};
+    json req = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"temperature", 0}, {"max_completion_tokens", 4},
+                {"thinking", false}};
     json j = body_of(post_json(c, "/v1/chat/completions", req));
     CHECK(j["choices"][0]["message"]["content"] == "Hell");
     CHECK(j["choices"][0]["finish_reason"] == "length");
@@ -212,7 +215,8 @@ TEST_CASE("seeds: the same seed gives the same text, different seeds differ") {
 TEST_CASE("state reuse: a second turn reports cached tokens and matches a cold run") {
     FakeEngineOptions o;
     o.script = chat_answer("Sure.");
-    json turn1 = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me about foxes."}}})}, {"temperature", 0}};
+    json turn1 = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me about foxes."}}})}, {"temperature", 0},
+                  {"thinking", false}};
     json turn2 = turn1;
     turn2["messages"].push_back({{"role", "assistant"}, {"content", "Sure."}});
     turn2["messages"].push_back({{"role", "user"}, {"content", "More, please."}});
@@ -273,7 +277,7 @@ TEST_CASE("logprobs: completions layout and chat layout") {
     auto cc = chat.client();
     json k = body_of(post_json(cc, "/v1/chat/completions",
                                {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"temperature", 0},
-                                {"logprobs", true}, {"top_logprobs", 1}}));
+                                {"thinking", false}, {"logprobs", true}, {"top_logprobs", 1}}));
     const json& content = k["choices"][0]["logprobs"]["content"];
     REQUIRE(content.size() >= 3);
     CHECK(content[0]["token"] == "H");

@@ -116,10 +116,11 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
         CHECK(r->status == 200);
         CHECK(r->get_header_value("X-K3-Max-Tokens-Clamped").find("max_tokens=100; granted=") == 0);
     }
-    // Unknown fields anywhere are ignored, and any model name is served and echoed back.
+    // Unknown fields anywhere are ignored, and any model name is served and echoed back. (Thinking
+    // off in these two: the effort message alone, in the fake's byte tokens, outgrows its context.)
     {
         auto r = c.Post("/v1/chat/completions",
-                        R"({"model": "gpt-5", "client_metadata": {"a": 1}, "max_tokens": 2,
+                        R"({"model": "gpt-5", "client_metadata": {"a": 1}, "max_tokens": 2, "thinking": false,
                             "messages": [{"role":"user","content":[{"type":"text","text":"x","annotations":[]}],"colour":"red"}]})",
                         "application/json");
         REQUIRE(r);
@@ -129,7 +130,7 @@ TEST_CASE("bad input: each answered with an OpenAI error body, and the daemon ke
     // A tool this server cannot run is left out of the prompt, and said so.
     {
         auto r = c.Post("/v1/chat/completions",
-                        R"({"max_tokens": 2, "messages": [{"role":"user","content":"x"}], "tools": [{"type":"web_search"}]})",
+                        R"({"max_tokens": 2, "thinking": false, "messages": [{"role":"user","content":"x"}], "tools": [{"type":"web_search"}]})",
                         "application/json");
         REQUIRE(r);
         CHECK(r->status == 200);

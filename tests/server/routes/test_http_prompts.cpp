@@ -1,6 +1,7 @@
 // What the server hands the engine for a request, asserted on the prompt the FakeEngine records:
 // the K3 chat layout for the developer role (rendered as system), content given as text parts,
-// thinking switched on by each of the request's spellings; and the sampling fields top_k and
+// thinking on when a request says nothing and switched by each of the request's spellings, on
+// every API that renders a chat; and the sampling fields top_k and
 // min_p reaching the sampler (seen in which tokens come out of the fake's known logits).
 #include <doctest/doctest.h>
 
@@ -26,6 +27,13 @@ const std::string kUserHi =
     "<|open|>message role=\"user\"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|>";
 const std::string kAnswerThinkingOff = "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
 const std::string kAnswerThinkingOn = "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>";
+// The thinking-effort system message at the default effort, written from the spec
+// (../shared/spec/xtml-tools.md, "Checked against the official encoder": internal system
+// messages, and kimi-k3-model.md 6.5 for its type), not from the code's table.
+const std::string kEffortMax =
+    "<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>`thinking_effort` guides on how much to think "
+    "in your thinking channel (not including the response channel), supported values include `low`, `medium`, "
+    "`high`, and `max`.\nNow the system is invoked with `thinking_effort=max`.<|close|>message<|sep|><|end_of_msg|>";
 
 bool ends_with(const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -37,7 +45,7 @@ TEST_CASE("prompts: a developer message is rendered as the system turn, in K3's 
     TestServer server;
     chat(server, {{"messages", json::array({{{"role", "developer"}, {"content", "Be brief."}},
                                             {{"role", "user"}, {"content", "Hi"}}})},
-                  {"max_tokens", 1}});
+                  {"max_tokens", 1}, {"thinking", false}});
     CHECK(last_prompt_text(server) ==
           "<|open|>message role=\"system\"<|sep|>Be brief.<|close|>message<|sep|><|end_of_msg|>" + kUserHi +
               kAnswerThinkingOff);
@@ -45,7 +53,7 @@ TEST_CASE("prompts: a developer message is rendered as the system turn, in K3's 
     const auto developer = server.engine.last_prompt();
     chat(server, {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
                                             {{"role", "user"}, {"content", "Hi"}}})},
-                  {"max_tokens", 1}});
+                  {"max_tokens", 1}, {"thinking", false}});
     CHECK(server.engine.last_prompt() == developer);
 }
 
@@ -54,7 +62,7 @@ TEST_CASE("prompts: content given as text parts is joined in order") {
     chat(server, {{"messages", json::array({{{"role", "user"},
                                              {"content", json::array({{{"type", "text"}, {"text", "H"}},
                                                                       {{"type", "text"}, {"text", "i"}}})}}})},
-                  {"max_tokens", 1}});
+                  {"max_tokens", 1}, {"thinking", false}});
     CHECK(last_prompt_text(server) == kUserHi + kAnswerThinkingOff);
 }
 
@@ -67,12 +75,15 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
         const char* effort;  // the effort the system message names, when thinking
     };
     const std::vector<Case> cases = {
-        {"default", json::object(), false, ""},
+        {"saying nothing thinks", json::object(), true, "max"},
         {"thinking: true", {{"thinking", true}}, true, "max"},
+        {"thinking: false", {{"thinking", false}}, false, ""},
         {"thinking.type enabled", {{"thinking", {{"type", "enabled"}}}}, true, "max"},
         {"thinking.type disabled", {{"thinking", {{"type", "disabled"}}}}, false, ""},
         {"chat_template_kwargs.thinking", {{"chat_template_kwargs", {{"thinking", true}}}}, true, "max"},
         {"chat_template_kwargs.enable_thinking", {{"chat_template_kwargs", {{"enable_thinking", true}}}}, true, "max"},
+        {"chat_template_kwargs.thinking false", {{"chat_template_kwargs", {{"thinking", false}}}}, false, ""},
+        {"chat_template_kwargs.enable_thinking false", {{"chat_template_kwargs", {{"enable_thinking", false}}}}, false, ""},
         {"reasoning_effort low", {{"reasoning_effort", "low"}}, true, "low"},
         {"reasoning_effort high", {{"reasoning_effort", "high"}}, true, "high"},
         {"reasoning_effort none", {{"reasoning_effort", "none"}}, false, ""},
@@ -86,6 +97,9 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
          {{"chat_template_kwargs", {{"thinking_effort", "high"}}}, {"thinking", {{"effort", "low"}}}}, true, "high"},
         {"chat_template_kwargs.thinking false wins over reasoning_effort",
          {{"chat_template_kwargs", {{"thinking", false}}}, {"reasoning_effort", "high"}}, false, ""},
+        {"thinking.type disabled wins over reasoning_effort", {{"thinking", {{"type", "disabled"}}}, {"reasoning_effort", "high"}}, false, ""},
+        {"chat_template_kwargs.thinking true wins over reasoning_effort none",
+         {{"chat_template_kwargs", {{"thinking", true}}}, {"reasoning_effort", "none"}}, true, "max"},
     };
     FakeEngineOptions o;
     o.n_ctx_max = 4096;  // the thinking-effort system message is long in byte tokens
@@ -97,7 +111,9 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
         chat(server, body);
         const std::string prompt = last_prompt_text(server);
         CAPTURE(prompt);
-        if (c.thinking) {
+        if (c.thinking && std::string(c.effort) == "max") {
+            CHECK(prompt == kEffortMax + kUserHi + kAnswerThinkingOn);
+        } else if (c.thinking) {
             CHECK(prompt.rfind("<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>", 0) == 0);
             CHECK(prompt.find(std::string("invoked with `thinking_effort=") + c.effort + "`.") != std::string::npos);
             CHECK(ends_with(prompt, kUserHi + kAnswerThinkingOn));
@@ -105,6 +121,71 @@ TEST_CASE("prompts: thinking on by each spelling opens the think channel; off op
             CHECK(prompt == kUserHi + kAnswerThinkingOff);
         }
     }
+}
+
+TEST_CASE("prompts: a request that says nothing of thinking thinks on every API; each API's off switch opens the response") {
+    // xtml-tools.md, "Request fields to encoder inputs": thinking is on unless the request turns
+    // it off, and on means the effort message (effort max) before the messages and the think
+    // opener after them; off means neither, and the response opener.
+    FakeEngineOptions o;
+    o.n_ctx_max = 4096;  // the effort message is long in byte tokens
+    TestServer server(test_config(), o);
+    auto c = server.client();
+    const std::string on = kEffortMax + kUserHi + kAnswerThinkingOn, off = kUserHi + kAnswerThinkingOff;
+    // The fake's vocabulary is bytes and specials: the count of a prompt text is its tokens'.
+    const int on_count = int(server.tokenizer.encode(on, /*allow_special=*/true).size()) - 3;
+    const int off_count = int(server.tokenizer.encode(off, /*allow_special=*/true).size()) - 3;
+    const json hi = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    auto served = [&](const std::string& path, const json& body) {
+        CAPTURE(path);
+        CAPTURE(body.dump());
+        auto r = post_json(c, path, body);
+        REQUIRE(r);
+        INFO(r->body);
+        REQUIRE(r->status == 200);
+        return last_prompt_text(server);
+    };
+    auto body_with = [](json body, const json& extra) {
+        body.update(extra);
+        return body;
+    };
+
+    const json chat_body = {{"messages", hi}, {"max_tokens", 1}};
+    CHECK(served("/v1/chat/completions", chat_body) == on);
+    for (const json& switch_off : {json{{"thinking", false}}, json{{"thinking", {{"type", "disabled"}}}},
+                                   json{{"chat_template_kwargs", {{"thinking", false}}}},
+                                   json{{"chat_template_kwargs", {{"enable_thinking", false}}}},
+                                   json{{"reasoning_effort", "none"}}})
+        CHECK(served("/v1/chat/completions", body_with(chat_body, switch_off)) == off);
+
+    const json responses_body = {{"input", "Hi"}, {"max_output_tokens", 16}};
+    CHECK(served("/v1/responses", responses_body) == on);
+    CHECK(served("/v1/responses", body_with(responses_body, {{"reasoning", {{"effort", "none"}}}})) == off);
+
+    // Messages: the same default; Anthropic's own switch turns it off.
+    const json messages_body = {{"model", "claude-x"}, {"max_tokens", 1}, {"messages", hi}};
+    CHECK(served("/v1/messages", messages_body) == on);
+    CHECK(served("/v1/messages", body_with(messages_body, {{"thinking", {{"type", "adaptive"}}}})) == on);
+    CHECK(served("/v1/messages", body_with(messages_body, {{"thinking", {{"type", "disabled"}}}})) == off);
+
+    // /tokenize of messages and count_tokens render the same prompts.
+    auto tokenized = [&](const json& body) {
+        auto r = post_json(c, "/tokenize", body);
+        REQUIRE(r);
+        REQUIRE(r->status == 200);
+        const json j = json::parse(r->body);
+        return std::make_pair(server.tokenizer.decode(j["tokens"].get<std::vector<int32_t>>()), j["count"].get<int>());
+    };
+    CHECK(tokenized({{"messages", hi}}) == std::make_pair(on, on_count));
+    CHECK(tokenized({{"messages", hi}, {"reasoning_effort", "none"}}) == std::make_pair(off, off_count));
+    auto counted = [&](const json& body) {
+        auto r = post_json(c, "/v1/messages/count_tokens", body);
+        REQUIRE(r);
+        REQUIRE(r->status == 200);
+        return json::parse(r->body)["input_tokens"].get<int>();
+    };
+    CHECK(counted(messages_body) == on_count);
+    CHECK(counted(body_with(messages_body, {{"thinking", {{"type", "disabled"}}}})) == off_count);
 }
 
 TEST_CASE("prompts: an unknown field inside thinking, an unknown effort and a keep other than all are 400s") {
@@ -156,7 +237,9 @@ TEST_CASE("sampling: top_k and min_p over HTTP reach the sampler") {
 }
 
 TEST_CASE("prompts: usage, /tokenize and count_tokens leave out the 3-token generation opener") {
-    TestServer server;
+    FakeEngineOptions o;
+    o.n_ctx_max = 4096;  // the requests say nothing of thinking: the effort message is long in byte tokens
+    TestServer server(test_config(), o);
     auto c = server.client();
     const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
     json answer = chat(server, {{"messages", messages}, {"max_tokens", 1}});
@@ -182,7 +265,8 @@ TEST_CASE("prompts: a system message's own tools are declared where it stands an
                          {"function", {{"name", "search"}, {"description", nullptr}, {"parameters", {{"type", "object"}}}}}};
     const json messages = json::array({{{"role", "user"}, {"content", "Hi"}},
                                        {{"role", "developer"}, {"content", ""}, {"tools", json::array({search})}}});
-    chat(server, {{"messages", messages}, {"max_tokens", 200}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "search"}}}}}});
+    chat(server, {{"messages", messages}, {"max_tokens", 200}, {"thinking", false},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "search"}}}}}});
     const std::string prompt = last_prompt_text(server);
     CHECK(prompt == kUserHi +
                         "<|open|>message role=\"system\" type=\"tool-declare\"<|sep|>## New Tools Available\n"
@@ -220,6 +304,7 @@ TEST_CASE("prompts: response_format is told to the model after all messages") {
     const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
     chat(server, {{"messages", messages},
                   {"max_tokens", 50},
+                  {"thinking", false},
                   {"response_format",
                    {{"type", "json_schema"},
                     {"json_schema", {{"name", "pet"}, {"strict", true}, {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}}}}}}}});
@@ -235,7 +320,9 @@ TEST_CASE("prompts: response_format is told to the model after all messages") {
 TEST_CASE("--hosted-sampling: the vendor verifier's sampling values are accepted, the others are 400s") {
     DaemonConfig config = test_config();
     config.hosted_sampling = true;
-    TestServer server(config);
+    FakeEngineOptions o;
+    o.n_ctx_max = 4096;  // the requests say nothing of thinking: the effort message is long in byte tokens
+    TestServer server(config, o);
     auto c = server.client();
     const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
     auto status = [&](json extra) {
@@ -257,7 +344,7 @@ TEST_CASE("--hosted-sampling: the vendor verifier's sampling values are accepted
         CHECK(status(bad) == 400);
     }
     // Off (the default), any sampling is served.
-    TestServer plain;
+    TestServer plain(test_config(), o);
     auto p = plain.client();
     auto r = post_json(p, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}, {"temperature", 1.1}, {"top_p", 0.8}});
     REQUIRE(r);

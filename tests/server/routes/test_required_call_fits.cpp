@@ -77,7 +77,9 @@ TEST_CASE("required call fits: Responses and Messages refuse the same way, in th
     const int need = shortest_call_tokens();
     const std::string at_least = "at least " + std::to_string(need) + " output tokens";
 
+    // Thinking off on each API, as shortest_call_tokens counts.
     json responses = {{"input", "Weather?"},
+                      {"reasoning", {{"effort", "none"}}},
                       {"tools", json::array({{{"type", "function"}, {"name", "get_weather"}, {"parameters", kParameters}}})},
                       {"tool_choice", "required"},
                       {"max_output_tokens", need - 1}};
@@ -90,7 +92,8 @@ TEST_CASE("required call fits: Responses and Messages refuse the same way, in th
                      {"max_tokens", need - 1},
                      {"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})},
                      {"tools", json::array({{{"name", "get_weather"}, {"input_schema", kParameters}}})},
-                     {"tool_choice", {{"type", "any"}}}};
+                     {"tool_choice", {{"type", "any"}}},
+                     {"thinking", {{"type", "disabled"}}}};
     r = post_json(c, "/v1/messages", messages);
     REQUIRE(r);
     CHECK(r->status == 400);
