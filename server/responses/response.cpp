@@ -113,11 +113,14 @@ private:
         items_.push_back(std::move(item));
         current_ = &items_.back();
         frame("response.output_item.added", {{"output_index", current_->output_index}, {"item", item_json(*current_)}});
-        if (current_->type == ItemType::Message)
-            frame("response.content_part.added", {{"item_id", current_->id},
-                                                  {"output_index", current_->output_index},
-                                                  {"content_index", 0},
-                                                  {"part", text_part("output_text", "")}});
+        // A text item's one part is announced before its deltas: the SDKs' stream accumulators
+        // (openai's ResponseStream) add the deltas to it and refuse a delta with no part.
+        if (current_->type != ItemType::FunctionCall)
+            frame("response.content_part.added",
+                  {{"item_id", current_->id},
+                   {"output_index", current_->output_index},
+                   {"content_index", 0},
+                   {"part", text_part(current_->type == ItemType::Message ? "output_text" : "reasoning_text", "")}});
     }
 
     void open_call(const std::string& name) {
@@ -159,7 +162,10 @@ private:
                 json p = where;
                 p["content_index"] = 0;
                 p["text"] = it.text;
-                frame("response.reasoning_text.done", std::move(p));
+                frame("response.reasoning_text.done", p);
+                p.erase("text");
+                p["part"] = text_part("reasoning_text", it.text);
+                frame("response.content_part.done", std::move(p));
                 break;
             }
             case ItemType::Message: {

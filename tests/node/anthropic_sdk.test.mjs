@@ -35,7 +35,9 @@ function checkUsage(usage) {
 }
 
 test('messages.create: a message with text blocks, the model name echoed, usage', async () => {
-  const m = await client.messages.create({ model: 'claude-opus-4-8', max_tokens: 16, messages: ask, temperature: 0 });
+  // Thinking off, so every block is text (a request without `thinking` thinks: docs/api.md).
+  const m = await client.messages.create({ model: 'claude-opus-4-8', max_tokens: 16, messages: ask, temperature: 0,
+    thinking: { type: 'disabled' } });
   assert.equal(m.type, 'message');
   assert.equal(m.role, 'assistant');
   assert.equal(m.model, 'claude-opus-4-8');

@@ -35,6 +35,7 @@ test('chat.completions.create (README example)', async () => {
     model: 'fake',
     messages: [{ role: 'user', content: 'Say hello' }],
     temperature: 0,
+    reasoning_effort: 'none',  // as the README's example: the answer at once, no thinking
   });
   assert.equal(r.object, 'chat.completion');
   assert.equal(r.choices[0].message.role, 'assistant');

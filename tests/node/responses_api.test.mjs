@@ -30,8 +30,12 @@ after(async () => {
   assert.equal(await tools.stop(), 0);
 });
 
+// Most cases here turn thinking off (reasoning.effort "none"): they are about the message and call
+// items. A request that says nothing thinks first (docs/api.md "Thinking"), as the first case shows.
+const OFF = { reasoning: { effort: 'none' } };
+
 test('text in, a message item out; usage in the Responses layout', async () => {
-  const r = await textClient.responses.create({ model: 'fake', input: 'Say hello', instructions: 'Be kind.', temperature: 0 });
+  const r = await textClient.responses.create({ model: 'fake', input: 'Say hello', instructions: 'Be kind.', temperature: 0, ...OFF });
   assert.equal(r.object, 'response');
   assert.equal(r.status, 'completed');
   assert.match(r.id, /^resp_/);
@@ -43,13 +47,19 @@ test('text in, a message item out; usage in the Responses layout', async () => {
   assert.equal(r.instructions, 'Be kind.');
   assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0);
   assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
-  const short = await textClient.responses.create({ model: 'fake', input: 'Say hello', max_output_tokens: 3, temperature: 0 });
+  const short = await textClient.responses.create({ model: 'fake', input: 'Say hello', max_output_tokens: 3, temperature: 0, ...OFF });
   assert.equal(short.status, 'incomplete');
   assert.equal(short.incomplete_details.reason, 'max_output_tokens');
+  // Saying nothing of thinking: the fake reasons first, as K3 does, and the answer follows.
+  const thought = await textClient.responses.create({ model: 'fake', input: 'Say hello', temperature: 0 });
+  assert.deepEqual(thought.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.deepEqual(thought.output[0].content, [{ type: 'reasoning_text', text: 'Let me think.' }]);
+  assert.equal(thought.output_text, 'Hello from the fake engine!');
+  assert.ok(thought.usage.output_tokens_details.reasoning_tokens > 0);
 });
 
 test('the event stream assembles into the same response', async () => {
-  const req = { model: 'fake', input: [{ role: 'user', content: 'Say hello' }], temperature: 0 };
+  const req = { model: 'fake', input: [{ role: 'user', content: 'Say hello' }], temperature: 0, ...OFF };
   const whole = await textClient.responses.create(req);
   const types = [];
   const stream = textClient.responses.stream(req);
@@ -61,10 +71,23 @@ test('the event stream assembles into the same response', async () => {
   assert.ok(types.includes('response.output_text.delta'));
   assert.deepEqual(types.slice(-4),
     ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed']);
+  // Thinking on (the request says nothing of it): the reasoning item streams too, its part
+  // announced before its deltas, and the SDK assembles the same items as the whole answer.
+  const thinking = { model: 'fake', input: 'Say hello', temperature: 0 };
+  const thoughtWhole = await textClient.responses.create(thinking);
+  const thoughtTypes = [];
+  const thoughtStream = textClient.responses.stream(thinking);
+  thoughtStream.on('event', (e) => thoughtTypes.push(e.type));
+  const thoughtStreamed = await thoughtStream.finalResponse();
+  assert.deepEqual(thoughtTypes.slice(2, 5),
+    ['response.output_item.added', 'response.content_part.added', 'response.reasoning_text.delta']);
+  const texts = (r) => r.output.map((o) => [o.type, o.content.map((c) => [c.type, c.text])]);
+  assert.deepEqual(texts(thoughtStreamed), texts(thoughtWhole));
+  assert.equal(thoughtStreamed.output[0].content[0].text, 'Let me think.');
 });
 
 test('function tools: a function_call item, streamed and whole alike', async () => {
-  const req = { model: 'fake', input: 'Weather in Paris?', tools: [weather], temperature: 0 };
+  const req = { model: 'fake', input: 'Weather in Paris?', tools: [weather], temperature: 0, ...OFF };
   const whole = await toolClient.responses.create(req);
   const calls = whole.output.filter((o) => o.type === 'function_call');
   assert.equal(calls.length, 1);
@@ -80,11 +103,11 @@ test('function tools: a function_call item, streamed and whole alike', async () 
 
 test('agent loop: function_call_output items answer the call; the prompt is reused', async () => {
   const input = [{ role: 'user', content: 'Weather in Paris?' }];
-  const first = await toolClient.responses.create({ model: 'fake', input, tools: [weather], temperature: 0 });
+  const first = await toolClient.responses.create({ model: 'fake', input, tools: [weather], temperature: 0, ...OFF });
   input.push(...first.output);  // the message and the function_call, as the SDK returns them
   for (const call of first.output.filter((o) => o.type === 'function_call'))
     input.push({ type: 'function_call_output', call_id: call.call_id, output: '{"temp_c":21}' });
-  const second = await toolClient.responses.create({ model: 'fake', input, tools: [weather], temperature: 0 });
+  const second = await toolClient.responses.create({ model: 'fake', input, tools: [weather], temperature: 0, ...OFF });
   assert.equal(second.status, 'completed');
   assert.ok(second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens);
   // A reasoning item is history for the assistant turn after it.
@@ -97,10 +120,11 @@ test('agent loop: function_call_output items answer the call; the prompt is reus
   });
   assert.equal(withReasoning.status, 'completed');
   assert.equal(withReasoning.reasoning.effort, 'medium');
-  // Thinking on: the fake engine's whole script lands in the think channel, so the answer is one
-  // reasoning item with its text as reasoning_text content.
+  // Thinking on: the fake reasons first, so the answer is a reasoning item with its text as
+  // reasoning_text content, then the message.
   assert.equal(withReasoning.output[0].type, 'reasoning');
-  assert.deepEqual(withReasoning.output[0].content, [{ type: 'reasoning_text', text: 'Hello from the fake engine!' }]);
+  assert.deepEqual(withReasoning.output[0].content, [{ type: 'reasoning_text', text: 'Let me think.' }]);
+  assert.equal(withReasoning.output_text, 'Hello from the fake engine!');
   assert.equal(withReasoning.usage.output_tokens_details.reasoning_tokens > 0, true);
 });
 

@@ -3,10 +3,13 @@
 // not depend on a model. Prints "listening on http://127.0.0.1:PORT" and serves until stdin
 // closes or SIGTERM. With --record-prompts FILE, every prompt the engine is given is appended to
 // FILE as one JSON string per line (specials spelled out), for tests to assert on.
-//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--alias NAME]
-//                       [--loading] [--record-prompts FILE] [--web-dir DIR]
+//   k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] [--xtml TEXT] [--reasoning TEXT]
+//                       [--alias NAME] [--loading] [--record-prompts FILE] [--web-dir DIR]
 // --xtml scripts the raw output after the generation prompt, control tokens spelled out (e.g. a
 // tool call: "<|close|>response<|sep|><|open|>tools<|sep|>...<|end_of_msg|>").
+// With thinking on (a request that says nothing of it), the answer or --xtml comes after
+// --reasoning TEXT (default "Let me think."), the think channel closed and the response opened,
+// as K3 answers; --reasoning "" answers every prompt with the script alone.
 // --loading keeps the daemon in its loading phase (status "loading weights 40%") until a line
 // "loaded" arrives on stdin, for the UI's loading state: the test says when loading ends, so
 // what it sees while loading does not depend on how fast the browser starts.
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
     FakeEngineOptions options;
     std::string answer = "Hello from the fake engine!";
     std::string xtml;
+    options.reasoning = "Let me think.";
     bool loading = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -45,6 +49,8 @@ int main(int argc, char** argv) {
             answer = argv[++i];
         } else if (a == "--xtml" && i + 1 < argc) {
             xtml = argv[++i];
+        } else if (a == "--reasoning" && i + 1 < argc) {
+            options.reasoning = argv[++i];
         } else if (a == "--record-prompts" && i + 1 < argc) {
             options.on_prompt = [path = std::string(argv[++i])](const std::vector<int32_t>& ids) {
                 const std::string text = FakeTokenizer().decode(ids);
@@ -53,7 +59,7 @@ int main(int argc, char** argv) {
             };
         } else {
             std::fprintf(stderr, "usage: k3serve_fake_daemon [--api-key KEY] [--token-delay-ms N] [--answer TEXT] "
-                                 "[--xtml TEXT] [--alias NAME] [--loading] [--record-prompts FILE] "
+                                 "[--xtml TEXT] [--reasoning TEXT] [--alias NAME] [--loading] [--record-prompts FILE] "
                                  "[--web-dir DIR]\n");
             return 2;
         }

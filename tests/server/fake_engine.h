@@ -28,6 +28,7 @@ class FakeTokenizer : public Tokenizer {
 public:
     static constexpr int32_t kEos = 257;       // "[EOS]"
     static constexpr int32_t kEndOfMsg = 258;  // "<|end_of_msg|>"
+    static constexpr int32_t kOpen = 259;      // "<|open|>"
     static constexpr int32_t kClose = 260;     // "<|close|>"
     static constexpr int32_t kSep = 261;       // "<|sep|>"
 
@@ -96,6 +97,10 @@ struct FakeEngineOptions {
     std::chrono::milliseconds prefill_delay{0};  // per prompt token evaluated in sync()
     std::string io_error;                        // non-empty: the prompt fails with this IoError
     int n_ctx_max = 256;
+    // Non-empty: a prompt that ends by opening the think channel (thinking on, the default of a
+    // request that says nothing) is answered as K3 answers it: this reasoning, the think channel
+    // closed and the response opened, then `script`. Empty: `script` whatever the prompt.
+    std::string reasoning;
     // Called with every prompt given to a session's sync(), on the engine's thread.
     std::function<void(const std::vector<int32_t>&)> on_prompt;
     // A latch for tests that need the engine stopped at a known point instead of a timing
@@ -120,7 +125,7 @@ struct FakePromptLog {
 class FakeSession : public Session {
 public:
     FakeSession(const FakeEngineOptions& o, int n_ctx, std::atomic<uint64_t>& evaluated, FakePromptLog& log)
-        : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), log_(log), logits_(256 + kFakeSpecials.size()) {}
+        : o_(o), n_ctx_(n_ctx), evaluated_(evaluated), log_(log), script_(o.script), logits_(256 + kFakeSpecials.size()) {}
 
     Status sync(std::span<const int32_t> tokens, const CancelFlag& cancel, int* reused) override {
         if (Status s = start_prompt(tokens, reused); !s.ok()) return s;
@@ -220,6 +225,17 @@ private:
         }
         if (tokens.empty()) return {StatusCode::InvalidArgument, "empty prompt"};
         if (!o_.io_error.empty()) return {StatusCode::IoError, o_.io_error};
+        script_ = o_.script;
+        if (!o_.reasoning.empty() && ends_with_think_opener(given)) {
+            script_ = bytes_of(o_.reasoning);
+            std::vector<int32_t> turn = {FakeTokenizer::kClose};
+            for (int32_t b : bytes_of("think")) turn.push_back(b);
+            turn.insert(turn.end(), {FakeTokenizer::kSep, FakeTokenizer::kOpen});
+            for (int32_t b : bytes_of("response")) turn.push_back(b);
+            turn.push_back(FakeTokenizer::kSep);
+            script_.insert(script_.end(), turn.begin(), turn.end());
+            script_.insert(script_.end(), o_.script.begin(), o_.script.end());
+        }
         if (int(tokens.size()) > n_ctx_) return {StatusCode::ContextFull, "prompt longer than the context"};
         size_t common = 0;
         while (common < tokens_.size() && common < tokens.size() && tokens_[common] == tokens[common]) ++common;
@@ -231,6 +247,14 @@ private:
             log_.reused.back() = int(common);
         }
         return {};
+    }
+
+    // <|open|>think<|sep|>: the generation prompt with thinking on.
+    static bool ends_with_think_opener(const std::vector<int32_t>& tokens) {
+        std::vector<int32_t> opener = {FakeTokenizer::kOpen};
+        for (int32_t b : bytes_of("think")) opener.push_back(b);
+        opener.push_back(FakeTokenizer::kSep);
+        return tokens.size() >= opener.size() && std::equal(opener.begin(), opener.end(), tokens.end() - std::ptrdiff_t(opener.size()));
     }
 
     // Blocks while the test holds the engine here; false when the job was cancelled meanwhile.
@@ -246,7 +270,7 @@ private:
     // sampling with a seed sometimes does not.
     void compute_logits() {
         std::fill(logits_.begin(), logits_.end(), 0.0f);
-        int32_t next = o_.script[size_t(generated_) % o_.script.size()];
+        int32_t next = script_[size_t(generated_) % script_.size()];
         logits_[size_t(next)] = 10.0f;
         logits_[size_t((next + 1) % 256)] = 9.0f;
     }
@@ -255,6 +279,7 @@ private:
     int n_ctx_;
     std::atomic<uint64_t>& evaluated_;
     FakePromptLog& log_;
+    std::vector<int32_t> script_;  // what this prompt is answered with (o_.script, after reasoning when it thinks)
     std::vector<int32_t> tokens_;
     std::vector<int32_t> prompt_;
     std::vector<PromptImage> images_;

@@ -83,9 +83,11 @@ TEST_CASE("Responses stream: every event has a type OpenAI lists, its name as th
     // two calls): a renamed event fails here even if its new name is another known type.
     const std::vector<std::string> expected = {
         "response.created", "response.in_progress",
-        // the reasoning item
-        "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
-        "response.reasoning_text.done", "response.output_item.done",
+        // the reasoning item, its part announced before its deltas as the message's is (the openai
+        // SDK's ResponseStream refuses a reasoning_text.delta whose part was never added)
+        "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
+        "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done",
+        "response.output_item.done",
         // the message
         "response.output_item.added", "response.content_part.added", "response.output_text.delta",
         "response.output_text.done", "response.content_part.done", "response.output_item.done",
