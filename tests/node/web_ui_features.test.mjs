@@ -164,7 +164,8 @@ test('Import adds the conversations of an exported file; a bad file is refused b
 test('display switches: not following the answer, reasoning open while it streams, theme', async () => {
   const turn = 'Thinking it over slowly, step by step.<|close|>think<|sep|><|open|>response<|sep|>'
     + Array.from({ length: 30 }, (_, i) => 'Line ' + i + ' of the answer.').join('\n\n') + '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>';
-  await withDaemon(['--token-delay-ms', '5', '--xtml', turn], async (daemon) => {
+  // (the script is the whole thinking turn: no reasoning of the fake's own before it)
+  await withDaemon(['--token-delay-ms', '5', '--xtml', turn, '--reasoning', ''], async (daemon) => {
     const page = await openPage(browser.context, daemon.url + '/');
     await page.setViewportSize({ width: 1100, height: 600 });
     await ready(page, { temperature: 0, thinking: 'high' });

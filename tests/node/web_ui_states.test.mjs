@@ -74,7 +74,8 @@ test('Markdown and code are rendered; a <script> in the output does not run', as
 test('reasoning is folded away with its token count; the answer is rendered', async () => {
   const turn = 'Thinking it over.<|close|>think<|sep|><|open|>response<|sep|>The answer is **42**.' +
     '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>';
-  const daemon = await startDaemon('fake', ['--xtml', turn]);
+  // The script is the whole thinking turn: no reasoning of the fake's own before it.
+  const daemon = await startDaemon('fake', ['--xtml', turn, '--reasoning', '']);
   const page = await openPage(browser.context, daemon.url + '/');
   try {
     await ready(page);
