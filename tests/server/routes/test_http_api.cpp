@@ -299,6 +299,8 @@ TEST_CASE("side routes: health, models, props, tokenize, detokenize, metrics, UI
     CHECK(props["model"]["fingerprint"] == "fake0123456789abcdef");
     CHECK(props["config"]["queue_depth"] == 4);
     CHECK(props["n_ctx"] == 256);
+    // A chat request that says nothing of thinking thinks (docs/api.md "Thinking").
+    CHECK(props["default_generation_settings"]["thinking"] == true);
     json t = body_of(post_json(c, "/tokenize", {{"content", "Hi<|sep|>"}, {"add_special", true}}));
     CHECK(t["tokens"] == json::array({72, 105, FakeTokenizer::kSep}));
     json t2 = body_of(post_json(c, "/tokenize", {{"content", "Hi"}, {"with_pieces", true}}));
