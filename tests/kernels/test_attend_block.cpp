@@ -13,6 +13,42 @@
 using namespace k3;
 using namespace k3::test;
 
+namespace {
+
+// Causal queries at positions pos0.. (one a position) folded by `k` in tiles of `tile` queries,
+// each tile over the key blocks its queries reach, normalised: what the blocked attention gives
+// each query of the chunk.
+struct Chunk {
+    const std::vector<float>& Q;
+    const std::vector<float>& keys;
+    const std::vector<float>& vals;
+    int64_t ks, vs, n_q, pos0;
+    int dk, dv;
+    float scale;
+};
+
+std::vector<float> attend_in_tiles(const Kernels& k, const Chunk& c, int tile, float* scratch) {
+    std::vector<float> acc(size_t(c.n_q * c.dv), 0.0f), m(size_t(c.n_q), -INFINITY), l(size_t(c.n_q), 0.0f);
+    for (int64_t q0 = 0; q0 < c.n_q; q0 += tile) {
+        const int nq = int(std::min<int64_t>(tile, c.n_q - q0));
+        std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
+        for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(c.pos0 + q0 + i + 1);
+        for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
+            int i0 = 0;
+            while (n_keys[size_t(i0)] <= b0) ++i0;
+            for (int i = i0; i < nq; ++i) n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
+            k.attend_block(&c.Q[size_t((q0 + i0) * c.dk)], c.dk, nq - i0, &n_valid[size_t(i0)], &c.keys[size_t(b0 * c.ks)],
+                           c.ks, &c.vals[size_t(b0 * c.vs)], c.vs, c.dk, c.dv, c.scale, &m[size_t(q0 + i0)],
+                           &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * c.dv)], c.dv, scratch);
+        }
+    }
+    for (int64_t i = 0; i < c.n_q; ++i)
+        for (int j = 0; j < c.dv; ++j) acc[size_t(i * c.dv + j)] = acc[size_t(i * c.dv + j)] / l[size_t(i)];
+    return acc;
+}
+
+}  // namespace
+
 // A query's result depends only on its own keys, so
 // the causal queries of a chunk folded in tiles of any size, each tile over the key blocks its
 // queries reach, give every query exactly attend_head's bits for its own n_pos (what one-token
@@ -25,6 +61,7 @@ TEST_CASE("blocked attention: tiles of any size give each query the bits of atte
     auto keys = random_floats(rng, size_t(n_rows * ks), 2.0f), vals = random_floats(rng, size_t(n_rows * vs));
     auto Q = random_floats(rng, size_t(n_q * dk), 2.0f);
     const float scale = 0.2f;
+    const Chunk chunk{Q, keys, vals, ks, vs, n_q, pos0, dk, dv, scale};
     for (const NamedSet& set : all_sets()) {
         CAPTURE(set.name);
         const Kernels& k = *set.k;
@@ -41,24 +78,7 @@ TEST_CASE("blocked attention: tiles of any size give each query the bits of atte
         }
         for (int tile : {1, 2, 3, 4, 5, 8, 16}) {
             CAPTURE(tile);
-            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
-            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
-                const int nq = int(std::min<int64_t>(tile, n_q - q0));
-                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
-                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
-                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
-                    int i0 = 0;
-                    while (n_keys[size_t(i0)] <= b0) ++i0;
-                    for (int i = i0; i < nq; ++i)
-                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
-                    k.attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)], &keys[size_t(b0 * ks)],
-                                   ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale, &m[size_t(q0 + i0)],
-                                   &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv, scratch.data());
-                }
-            }
-            for (int64_t i = 0; i < n_q; ++i)
-                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
-            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
+            CHECK(same_bits(attend_in_tiles(k, chunk, tile, scratch.data()).data(), alone.data(), alone.size()));
         }
     }
 }
@@ -76,6 +96,7 @@ TEST_CASE("blocked attention: wide tiles with every remainder give each query th
     auto keys = random_floats(rng, size_t(n_rows * ks), 1.5f), vals = random_floats(rng, size_t(n_rows * vs));
     auto Q = random_floats(rng, size_t(n_q * dk), 1.5f);
     const float scale = 0.15f;
+    const Chunk chunk{Q, keys, vals, ks, vs, n_q, pos0, dk, dv, scale};
     std::vector<float> alone(size_t(n_q * dv)), scratch(size_t(64 * kAttendBlock));
     for (int64_t i = 0; i < n_q; ++i)
         attend_head(scalar_kernels(), &Q[size_t(i * dk)], keys.data(), ks, vals.data(), vs, pos0 + i + 1, dk, dv, scale,
@@ -84,25 +105,7 @@ TEST_CASE("blocked attention: wide tiles with every remainder give each query th
         CAPTURE(set.name);
         for (int tile : {6, 7, 13, 23, 64}) {
             CAPTURE(tile);
-            std::vector<float> acc(size_t(n_q * dv), 0.0f), m(size_t(n_q), -INFINITY), l(size_t(n_q), 0.0f);
-            for (int64_t q0 = 0; q0 < n_q; q0 += tile) {
-                const int nq = int(std::min<int64_t>(tile, n_q - q0));
-                std::vector<int32_t> n_keys(static_cast<size_t>(nq)), n_valid(static_cast<size_t>(nq));
-                for (int i = 0; i < nq; ++i) n_keys[size_t(i)] = int32_t(pos0 + q0 + i + 1);
-                for (int32_t b0 = 0; b0 < n_keys[size_t(nq - 1)]; b0 += kAttendBlock) {
-                    int i0 = 0;
-                    while (n_keys[size_t(i0)] <= b0) ++i0;
-                    for (int i = i0; i < nq; ++i)
-                        n_valid[size_t(i)] = std::min<int32_t>(kAttendBlock, n_keys[size_t(i)] - b0);
-                    set.k->attend_block(&Q[size_t((q0 + i0) * dk)], dk, nq - i0, &n_valid[size_t(i0)],
-                                        &keys[size_t(b0 * ks)], ks, &vals[size_t(b0 * vs)], vs, dk, dv, scale,
-                                        &m[size_t(q0 + i0)], &l[size_t(q0 + i0)], &acc[size_t((q0 + i0) * dv)], dv,
-                                        scratch.data());
-                }
-            }
-            for (int64_t i = 0; i < n_q; ++i)
-                for (int j = 0; j < dv; ++j) acc[size_t(i * dv + j)] = acc[size_t(i * dv + j)] / l[size_t(i)];
-            CHECK(same_bits(acc.data(), alone.data(), acc.size()));
+            CHECK(same_bits(attend_in_tiles(*set.k, chunk, tile, scratch.data()).data(), alone.data(), alone.size()));
         }
     }
 }
