@@ -111,8 +111,8 @@ struct Router::Impl {
                 state.metrics.count_request(res.status == 503  ? RequestOutcome::RejectedFull
                                             : res.status >= 500 ? RequestOutcome::Error
                                                                 : RequestOutcome::Invalid);
+                // The front's 503 already carries its Retry-After, which send_error keeps.
                 send_error(req, res, transport_error(res.status, message));
-                if (res.status == 503 && !res.has_header("Retry-After")) res.add_header("Retry-After", "2");
             }
             return HttpServer::HandlerResponse::Handled;
         });

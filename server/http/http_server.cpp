@@ -400,6 +400,8 @@ struct HttpServer::Impl {
         HttpResponse res;
         res.status = status;
         res.reason = message;
+        // The loop's 503s are refusals under load (connections, handlers, body budget): worth
+        // retrying soon. The error handler fills the body and must keep this field, not add one.
         if (status == 503) res.add_header("Retry-After", "2");
         if (error_handler) error_handler(req, res);
         if (res.body.empty()) res.set_content(message + "\n", "text/plain");

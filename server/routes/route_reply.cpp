@@ -17,7 +17,10 @@ void send_error(const HttpRequest& req, HttpResponse& res, const ApiError& e) {
         send_json(res, anthropic_status(e), anthropic_error_body(e));
     else
         send_json(res, e.status, error_body(e));
-    if (int s = retry_after_seconds(e)) res.add_header("Retry-After", std::to_string(s));
+    // One Retry-After field, never two: one already set stays (the HTTP front's own refusals
+    // under load carry "2" when their body is filled here, http_server.cpp answer_from_loop).
+    if (int s = retry_after_seconds(e); s && !res.has_header("Retry-After"))
+        res.add_header("Retry-After", std::to_string(s));
 }
 
 JsonBodyLimits json_limits(const ServerState& state) {

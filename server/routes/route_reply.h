@@ -10,6 +10,7 @@
 namespace k3::server {
 
 void send_json(HttpResponse& res, int status, const json& body);
+// Sets status, body and, for a 503, one Retry-After (kept if `res` already has one).
 void send_error(const HttpRequest& req, HttpResponse& res, const ApiError& e);
 // --max-json-depth, and a value budget from the context size (wire/json_body.h).
 JsonBodyLimits json_limits(const ServerState& state);

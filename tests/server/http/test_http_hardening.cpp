@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <poll.h>
 
+#include <algorithm>
+#include <cctype>
 #include <future>
 
 #include "common/loopback_socket.h"
@@ -48,6 +50,27 @@ void check_error(const httplib::Result& r, int status, const std::string& code =
 }
 
 const std::string kCompletion = R"({"prompt": "hi", "max_tokens": 3, "temperature": 0})";
+
+// The values of every Retry-After field in the head of a raw answer (the name in any case),
+// joined with ", ": two fields read "2, 5", where a client's header map would show one.
+std::string retry_after_fields(const std::string& response) {
+    const std::string head = response.substr(0, response.find("\r\n\r\n") + 2);
+    std::string lower = head;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    std::string values;
+    const std::string name = "\r\nretry-after:";
+    for (size_t at = lower.find(name); at != std::string::npos; at = lower.find(name, at + 1)) {
+        size_t begin = head.find_first_not_of(' ', at + name.size());
+        values += (values.empty() ? "" : ", ") + head.substr(begin, head.find("\r\n", begin) - begin);
+    }
+    return values;
+}
+
+// The head of a POST whose body is not sent (yet).
+std::string post_head(const std::string& path, size_t length, const std::string& extra_headers = "") {
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra_headers +
+           "Content-Length: " + std::to_string(length) + "\r\n\r\n";
+}
 
 }  // namespace
 
@@ -139,6 +162,54 @@ TEST_CASE("more long generations than threads: the overflow gets 503 + Retry-Aft
     CHECK(ok + busy == 16);
     CHECK(busy >= 7);  // 1 running + 8 queued fit
     CHECK(rejected_fast.load() == busy);
+}
+
+TEST_CASE("a 503 refused before routing carries exactly one Retry-After field") {
+    SUBCASE("past the per-address connection cap (answered at accept)") {
+        auto config = test_config();
+        config.max_connections_per_address = 1;
+        TestServer server(config);
+        // From an address of its own (the harness's probes came from 127.0.0.1): a connection
+        // with part of a head sent is not idle, so the next one from there is refused.
+        Socket holder(server.port, 0, "127.0.0.2");
+        REQUIRE(holder.ok());
+        REQUIRE(holder.send("GET /health HTTP/1.1\r\n"));
+        Socket refused(server.port, 0, "127.0.0.2");
+        REQUIRE(refused.ok());
+        const std::string got = refused.read_until("\r\n\r\n", 5000);
+        CHECK(status_of(got) == 503);
+        CHECK(retry_after_fields(got) == "2");
+    }
+    SUBCASE("request bodies over --max-inflight-body-mb (answered at the head), on each API's path") {
+        auto config = test_config();
+        config.max_inflight_body_mb = 1;
+        TestServer server(config);
+        for (std::string path : {"/v1/completions", "/v1/messages"}) {
+            CAPTURE(path);
+            // 700 KB admitted (Continue) holds the budget; a second 700 KB head does not fit.
+            Socket holder(server.port);
+            REQUIRE(holder.send(post_head(path, 700'000, "Expect: 100-continue\r\n")));
+            REQUIRE(holder.read_until("\r\n\r\n", 5000).rfind("HTTP/1.1 100 Continue", 0) == 0);
+            Socket refused(server.port);
+            REQUIRE(refused.send(post_head(path, 700'000)));
+            const std::string got = refused.read_until("\r\n\r\n", 5000);
+            CHECK(status_of(got) == 503);
+            CHECK(retry_after_fields(got) == "2");
+        }
+    }
+    SUBCASE("while the model loads (the gate), for a head with a body and for one without") {
+        TestServer server(test_config(), {}, /*ready=*/false);
+        Socket with_body(server.port);
+        REQUIRE(with_body.send(post_head("/v1/completions", kCompletion.size())));
+        const std::string got = with_body.read_until("\r\n\r\n", 5000);
+        CHECK(status_of(got) == 503);
+        CHECK(retry_after_fields(got) == "5");
+        Socket get(server.port);
+        REQUIRE(get.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+        const std::string models = get.read_until("\r\n\r\n", 5000);
+        CHECK(status_of(models) == 503);
+        CHECK(retry_after_fields(models) == "5");
+    }
 }
 
 TEST_CASE("Content-Length that is negative, huge or not a number is 400 at once") {
