@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -47,6 +48,9 @@ constexpr const char* kUsageHead =
     "  --image PATH         a PNG or JPEG (repeatable; needs --prompt or --prompt-file): the prompt becomes\n"
     "                       one user chat turn, the images then the text, and the generation prompt\n"
     "                       (docs/model.md 'Images in the prompt')\n"
+    "  --no-thinking        that chat turn without thinking: no effort message, the answer's channel\n"
+    "                       opened at once (default: thinking on, as for an API request that says nothing)\n"
+    "  --thinking-effort E  that chat turn's thinking effort: low, high or max (default max)\n"
     "  --gen N              tokens to generate (default 8)\n"
     "  --threads N          compute threads (default: physical cores)\n"
     "  --kernels NAME       force a kernel set: ";
@@ -84,6 +88,10 @@ struct Args {
     std::string kernels, dump_logits, report;
     std::vector<std::string> images;
     bool vision = true;
+    // The chat turn's thinking, as the API's default (docs/api.md "Thinking"): on, effort max.
+    bool thinking = true;
+    std::string thinking_effort = "max";
+    bool thinking_flag = false;  // --no-thinking or --thinking-effort given (they need a chat turn)
     MemoryOptions memory;
 };
 
@@ -131,6 +139,8 @@ Args parse_args(ArgList& args) {
         else if (args.is("--no-lookahead")) a.memory.lookahead = false;
         else if (args.is("--no-vision")) a.vision = false;
         else if (args.is("--image")) a.images.push_back(args.value());
+        else if (args.is("--no-thinking")) a.thinking = false, a.thinking_flag = true;
+        else if (args.is("--thinking-effort")) a.thinking_effort = args.value(), a.thinking_flag = true;
         else args.positional({&a.model_dir});
     }
     if (a.model_dir.empty()) throw Error(ErrorKind::Usage, "missing MODEL_DIR");
@@ -138,6 +148,12 @@ Args parse_args(ArgList& args) {
     if (!a.images.empty() && !a.have_prompt)
         throw Error(ErrorKind::Usage, "--image needs --prompt or --prompt-file (the text of the user turn)");
     if (!a.images.empty() && !a.vision) throw Error(ErrorKind::Usage, "--image cannot be combined with --no-vision");
+    if (a.thinking_flag && a.images.empty())
+        throw Error(ErrorKind::Usage, "--no-thinking and --thinking-effort apply to a chat turn (--image); "
+                                      "--ids and --prompt alone are evaluated as given");
+    if (std::find(std::begin(xtml::kThinkingEfforts), std::end(xtml::kThinkingEfforts), a.thinking_effort) ==
+        std::end(xtml::kThinkingEfforts))
+        throw Error(ErrorKind::Usage, "--thinking-effort must be low, high or max, got '" + a.thinking_effort + "'");
     return a;
 }
 
@@ -296,7 +312,9 @@ Status evaluate_prompt(Engine& engine, Session& session, std::span<const int32_t
 }
 
 // --image: one user turn of the images (in order, before the text) and the prompt text, with
-// the generation prompt; each image's pad becomes its rows.
+// the generation prompt; each image's pad becomes its rows. Thinking follows the API's rule for
+// a request that says nothing (on, effort max: xtml-tools.md "Request fields to encoder
+// inputs"), not ChatOptions' own default (off), unless --no-thinking says otherwise.
 ExpandedPrompt image_chat_prompt(const Args& args, const Tokenizer& tok, const ModelInfo& info) {
     if (!info.vision)
         throw Error(ErrorKind::Usage, "--image: this model has no vision tower (a text-only checkpoint)");
@@ -319,7 +337,10 @@ ExpandedPrompt image_chat_prompt(const Args& args, const Tokenizer& tok, const M
         std::printf("image %s: %dx%d, %lld rows\n", path.c_str(), g.width, g.height, (long long)g.rows());
     }
     const std::vector<ChatMessage> messages = {user};
-    const std::vector<int32_t> rendered = render_chat(tok, messages, ChatOptions{});
+    ChatOptions chat;
+    chat.thinking = args.thinking;
+    chat.thinking_effort = args.thinking_effort;
+    const std::vector<int32_t> rendered = render_chat(tok, messages, chat);
     return expand_image_pads(rendered, *tok.special_id(xtml::kMediaPad), images, info.n_vocab);
 }
 
