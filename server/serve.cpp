@@ -245,6 +245,7 @@ WorkerOptions worker_options(const DaemonConfig& config, ServerState& state, con
     o.client_buffer_bytes = size_t(config.client_buffer_kb) * 1024;
     o.abandoned_prefill_s = config.abandoned_prefill_s;
     o.interleave_tokens = size_t(config.interleave_tokens);
+    o.decode_wait_s = config.decode_wait_s;
     o.hold_prefill_file = config.test_hold_prefill;
     o.heartbeat = [&liveness] {
         if (liveness) liveness->beat();

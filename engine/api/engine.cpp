@@ -228,10 +228,16 @@ ForwardStageSeconds forward_stage_seconds(const Engine& engine) {
     return impl ? impl->stage_seconds() : ForwardStageSeconds{};
 }
 
-Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel) {
+Status EngineImpl::evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel,
+                                  const BetweenLayers* between_layers) {
     const auto t0 = std::chrono::steady_clock::now();
-    Status s = forward_batch(*model_, items, cancel);
-    forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bool side = model_->in_pass;
+    const double side0 = side_seconds_;
+    Status s = forward_batch(*model_, items, cancel, between_layers);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // a step between a pass's layers is inside the pass's time: counted once
+    if (side) side_seconds_ += seconds;
+    forward_seconds_ += side ? seconds : seconds - (side_seconds_ - side0);
     if (!s.ok()) return s;
     ++passes_;
     for (const ForwardItem& it : items) tokens_evaluated_ += it.tokens.size();
@@ -250,6 +256,10 @@ WeightsLoad EngineImpl::weights_load() const {
 }
 
 Status EngineImpl::step(std::span<const StepItem> items) { return step_sessions(*this, items); }
+
+Status EngineImpl::step_between_layers(std::span<const StepItem> items, const BetweenLayers& between_layers) {
+    return step_sessions(*this, items, &between_layers);
+}
 
 std::vector<PromptCacheEntry> EngineImpl::prompt_cache_entries() const {
     std::vector<PromptCacheEntry> out;

@@ -25,6 +25,7 @@ public:
     ForwardStageSeconds stage_seconds() const;  // k3/forward_stages.h, forward_stage_seconds
     std::unique_ptr<Session> new_session(int n_ctx) override;
     Status step(std::span<const StepItem> items) override;
+    Status step_between_layers(std::span<const StepItem> items, const BetweenLayers& between_layers) override;
     int max_step_tokens() const override { return model_->act.max_tokens; }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
     uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
@@ -34,7 +35,9 @@ public:
     std::vector<float> encode_image(const PreparedImage& image) override;
 
     // forward_batch() plus the engine's counters; every Session evaluation goes through here.
-    Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel);
+    // between_layers: forward_batch's hook (null: none).
+    Status evaluate_batch(std::span<const ForwardItem> items, const CancelFlag* cancel,
+                          const BetweenLayers* between_layers = nullptr);
     Status evaluate(SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,
                     const CancelFlag* cancel) {
         const ForwardItem one{&st, tokens, logits, all_logits};
@@ -59,10 +62,12 @@ private:
     uint64_t tokens_evaluated_ = 0;
     uint64_t passes_ = 0;
     double forward_seconds_ = 0;
+    double side_seconds_ = 0;  // of forward_seconds_, steps run between a pass's layers (counted once)
 };
 
 std::unique_ptr<Session> make_session(EngineImpl& engine, int n_ctx);
-Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items);
+Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items,
+                     const BetweenLayers* between_layers = nullptr);
 
 // FNV-1a 64 over config.json, every shard's name, size and header bytes: identifies the model
 // and its weights (state is only reused under the same fingerprint).

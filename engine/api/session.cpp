@@ -338,7 +338,7 @@ private:
 
 }  // namespace
 
-Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items) {
+Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items, const BetweenLayers* between_layers) {
     std::vector<ForwardItem> forward_items;
     std::vector<SessionImpl*> sessions;
     size_t total = 0;
@@ -363,7 +363,7 @@ Status step_sessions(EngineImpl& engine, std::span<const Engine::StepItem> items
     for (size_t i = 0; i < sessions.size(); ++i)
         forward_items.push_back(sessions[i]->forward_item(tokens[i], all_logits[i]));
     const CancelFlag* cancel = items.size() == 1 ? items[0].cancel : nullptr;
-    if (Status st = engine.evaluate_batch(forward_items, cancel); !st.ok()) {
+    if (Status st = engine.evaluate_batch(forward_items, cancel, between_layers); !st.ok()) {
         for (SessionImpl* s : sessions) s->roll_back();
         return st;
     }

@@ -85,11 +85,14 @@ std::vector<Tile> cut_tiles(std::span<const SeqSpan> seqs, int T, int tile_token
     return tiles;
 }
 
-// Model::test_hold_pass: waits while the file exists, unless cancelled.
-void hold_for_test(const std::string& file, const CancelFlag* cancel) {
+// Model::test_hold_pass: waits while the file exists, unless cancelled; side steps due meanwhile
+// run (a held pass is a suspended one).
+void hold_for_test(const std::string& file, const CancelFlag* cancel, const BetweenLayers* between_layers, int il) {
     std::error_code ec;
-    while (std::filesystem::exists(file, ec) && !(cancel && cancel->load(std::memory_order_relaxed)))
+    while (std::filesystem::exists(file, ec) && !(cancel && cancel->load(std::memory_order_relaxed))) {
+        if (between_layers) (*between_layers)(il);
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
 }
 
 // The MLP's input of a tile: x = rmsnorm(AttnRes(blocks, pref)) (h holds the mix).
@@ -143,8 +146,9 @@ Status restore_lm_head(Model& m) {
 }
 
 // lm_head_borrowed: this pass took the lm_head's pages (its output rows fit one tile).
+// between_layers: called before each layer (forward_batch's hook; null for none and in a side step).
 Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel, bool lm_head_borrowed,
-                    int* pass_tokens) {
+                    int* pass_tokens, const BetweenLayers* between_layers, bool side_step) {
     const ModelConfig& c = m.cfg;
     Activations& a = m.act;
     const int64_t E = c.hidden_size, V = c.vocab_size;
@@ -197,7 +201,10 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
     const std::vector<Tile> tiles = cut_tiles(seqs, T, a.tile_tokens);
     int n_blocks = 0;
     for (int il = 0; il < c.num_hidden_layers; ++il) {
-        if (!m.test_hold_pass.empty() && T > 1 && il == c.num_hidden_layers / 2) hold_for_test(m.test_hold_pass, cancel);
+        // other streams' decode steps, when due (the pass's rows wait in m.act meanwhile)
+        if (between_layers) (*between_layers)(il);
+        if (!m.test_hold_pass.empty() && !side_step && T > 1 && il == c.num_hidden_layers / 2)
+            hold_for_test(m.test_hold_pass, cancel, between_layers, il);
         if (cancel && cancel->load(std::memory_order_relaxed)) return {StatusCode::Cancelled, "cancelled"};
         clock.next(ForwardStage::TrunkWait);
         const LayerLease layer(m, il);
@@ -258,7 +265,7 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
             }
         }
         n_blocks = mlp_blocks;
-        m.layers_evaluated.fetch_add(1, std::memory_order_relaxed);
+        if (!side_step) m.layers_evaluated.fetch_add(1, std::memory_order_relaxed);
     }
     for (const ForwardItem& it : items) it.st->n_past += int(it.tokens.size());
 
@@ -309,9 +316,32 @@ Status forward_pass(Model& m, std::span<const ForwardItem> items, const CancelFl
     return Status::Ok();
 }
 
+// A step run between the layers of a pass (BetweenLayers): in Model::side_act, swapped in for its
+// length, so the pass's rows are not touched; it borrows nothing (the pass holds the loan, and
+// did not take the lm_head). The trunk ring and the expert cache serve it as any step: the walk
+// jumps back to layer 0 and on to the pass's next layer after it, which the ring allows.
+Status side_step(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
+    if (!m.side_act) {
+        m.side_act = std::make_unique<Activations>(m.cfg, m.act.max_tokens);
+        m.side_act->kda_head.assign(m.act.kda_head.size(), 0.0f);
+    }
+    std::swap(m.act, *m.side_act);
+    int pass_tokens = 0;
+    const Status s = forward_pass(m, items, cancel, /*lm_head_borrowed=*/false, &pass_tokens, nullptr, /*side_step=*/true);
+    m.act.release_pass(pass_tokens);
+    std::swap(m.act, *m.side_act);
+    m.side_steps++;
+    return s;
+}
+
 }  // namespace
 
-Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel) {
+Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel,
+                     const BetweenLayers* between_layers) {
+    if (m.in_pass) {
+        K3_CHECK(!between_layers, "a step between a pass's layers takes no hook of its own");
+        return side_step(m, items, cancel);
+    }
     // A long pass borrows the expert cache's spare slots for its per-token arrays (the store
     // gives their pages back first) and returns both after it (docs/performance.md, "Prefill passes").
     // It may borrow the lm_head too when its output rows fit one tile (read again before the
@@ -321,13 +351,23 @@ Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelF
         tokens += int(it.tokens.size());
         if (it.logits) out_rows += it.all_logits ? int(it.tokens.size()) : 1;
     }
-    const io::PassLoan loan = m.store.begin_pass(m.pass_cost.bytes(tokens), out_rows <= m.act.tile_tokens);
+    // (a pass with steps between its layers keeps the lm_head: their output products need it)
+    const io::PassLoan loan =
+        m.store.begin_pass(m.pass_cost.bytes(tokens), out_rows <= m.act.tile_tokens && !between_layers);
     if (loan.lm_head && !m.lm_head_lent) {
         io::give_pages_back(m.lm_head.data(), m.lm_head.size());
         m.lm_head_lent = true;
     }
     int pass_tokens = 0;
-    const Status s = forward_pass(m, items, cancel, loan.lm_head, &pass_tokens);
+    Status s;
+    {
+        struct InPass {  // (the hook is the caller's code: whatever way it leaves, the pass is over)
+            Model& m;
+            explicit InPass(Model& m_) : m(m_) { m.in_pass = true; }
+            ~InPass() { m.in_pass = false; }
+        } in_pass(m);
+        s = forward_pass(m, items, cancel, loan.lm_head, &pass_tokens, between_layers, /*side_step=*/false);
+    }
     m.act.release_pass(pass_tokens);
     m.store.end_pass();
     return s;

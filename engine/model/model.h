@@ -4,6 +4,8 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,6 +58,12 @@ struct Model {
 
     PassCost pass_cost;                   // what a prefill pass takes (weights/chunk_size.h)
     Activations act;
+    // Decode steps between the layers of a pass (forward_batch's between_layers): such a step
+    // runs in these, swapped with `act` for its length, so the pass's rows (pref, blocks) stay
+    // as they are. Made at the first such step; its arrays take memory only where written.
+    std::unique_ptr<Activations> side_act;
+    bool in_pass = false;                 // a forward_batch is under way (a nested one is a side step)
+    uint64_t side_steps = 0;              // steps run between the layers of a pass since load
 
     // When set, forward() hands it every named intermediate (trace.h); tests attach one.
     Trace* trace = nullptr;
@@ -97,6 +105,12 @@ struct ForwardItem {
     std::span<const float* const> rows = {};
 };
 
+// Called between the layers of a pass, before layer il (0..n_layer-1), and while a test hold
+// keeps the pass waiting: the caller may run forward_batch for other sequences from inside it
+// (docs/performance.md, "Other streams during a prefill"). Those side steps use Model::side_act,
+// borrow nothing, do not count in layers_evaluated (the pass's own progress) and take no hook.
+using BetweenLayers = std::function<void(int il)>;
+
 // Evaluates the items' tokens together in one pass over the weights (at most m.act.max_tokens
 // in all, the plan's chunk; the states distinct), advancing each KDA state and writing each
 // sequence's MLA latent rows; on success every st->n_past grows by its tokens. Every row is
@@ -104,7 +118,9 @@ struct ForwardItem {
 // gives each sequence the bits of a solo run. Checks `cancel` between layers. On failure
 // (Cancelled, IoError) the states are partly advanced and must be restored by the caller
 // (Session rolls back).
-Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel);
+// With `between_layers` (not null) the pass does not borrow the lm_head, which a side step needs.
+Status forward_batch(Model& m, std::span<const ForwardItem> items, const CancelFlag* cancel,
+                     const BetweenLayers* between_layers = nullptr);
 
 // forward_batch() of one sequence.
 inline Status forward(Model& m, SequenceState& st, std::span<const int32_t> tokens, float* logits, bool all_logits,

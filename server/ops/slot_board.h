@@ -28,6 +28,7 @@ struct SlotBoardView {
     int queued = 0;
     uint64_t steps = 0;            // engine steps so far
     uint64_t batched_tokens = 0;   // decode tokens evaluated in steps of more than one sequence
+    uint64_t steps_between_layers = 0;  // of the steps, decode steps run between a prompt pass's layers
     uint64_t drafted = 0;          // speculative drafts verified
     uint64_t accepted = 0;         // of which kept
     std::vector<PromptCacheEntry> prompt_cache;

@@ -37,6 +37,7 @@ nlohmann::json slots_json(const SlotBoardView& v, uint64_t partition) {
                 {"queued", v.queued},
                 {"steps", v.steps},
                 {"batched_decode_tokens", v.batched_tokens},
+                {"steps_between_layers", v.steps_between_layers},
                 {"speculative", {{"drafted", v.drafted}, {"accepted", v.accepted}}},
                 {"prompt_cache",
                  {{"budget_bytes", e.prompt_cache_budget},

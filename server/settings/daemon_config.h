@@ -44,6 +44,7 @@ struct DaemonConfig {
     double drain_timeout_s = 30;      // shutdown: let in-flight requests finish this long
     double sse_ping_s = 5;            // keep-alive interval of a quiet stream (docs/agents.md)
     int interleave_tokens = 64;        // a prompt's pass beside other streams' decode steps: at most this many tokens
+    double decode_wait_s = 10;         // a longer pass runs alone; decoding streams step between its layers after this wait
     double abandoned_prefill_s = 1800; // a prompt whose client left reads on into the prompt cache this long; 0 = stops
     double slow_client_s = 10;        // a client that does not read this long is cancelled
     int client_buffer_kb = 1024;      // a stream's output its client has not taken; past it, cancelled

@@ -236,9 +236,14 @@ const std::vector<DaemonSetting>& daemon_settings() {
                        "a quiet stream gets a keep-alive event its SDK passes on this often (default 5)",
                        field(&D::sse_ping_s), 0.05, 3600),
         int_setting("interleave_tokens", "N",
-                    "while other requests decode, a prompt's pass in the same step takes at most N tokens, so their "
-                    "next token waits for at most N prompt tokens' pass (default 64)",
+                    "while other requests decode, at most N prompt tokens share their step; a longer pass runs on its "
+                    "own (with decode_wait_s on) or is cut to N tokens (with it 0) (default 64)",
                     field(&D::interleave_tokens), 1, 1 << 20),
+        double_setting("decode_wait_s", "S",
+                       "while a prompt's pass runs on its own, requests already decoding take a step before its first "
+                       "layer and then between its layers whenever one has waited S seconds for its next token; "
+                       "0 = off (default 10)",
+                       field(&D::decode_wait_s), 0, 1e6),
         double_setting("abandoned_prefill_s", "S",
                        "a prompt whose client left is read on into the prompt cache for at most S seconds, and a request "
                        "for the same prompt takes it over; 0 = it stops at once (default 1800)",

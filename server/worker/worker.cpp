@@ -299,13 +299,9 @@ bool EngineWorker::produce_token(Slot& slot, std::span<const float> logits) {
     return true;
 }
 
-// One engine step: every decoding job's next token, plus one prompt chunk: of a prompt this step
-// finishes if one waits, else of the job that has waited longest (docs/performance.md, "Other
-// streams during a prefill"). Returns false when there was nothing to evaluate.
-bool EngineWorker::step() {
-    std::vector<Engine::StepItem> items;
-    std::vector<Slot*> members;
-    size_t budget = size_t(engine_.max_step_tokens());
+// The next tokens of every decoding job (each with its drafts) within `budget` tokens of a step:
+// their items and slots.
+void EngineWorker::decode_items(std::vector<Engine::StepItem>& items, std::vector<Slot*>& members, size_t& budget) {
     for (auto& slot : slots_) {
         if (!slot->job || !slot->decoding || slot->next_token < 0 || budget == 0) continue;
         // the sampled token, then drafts found by prompt lookup (within the generation's and the
@@ -330,10 +326,26 @@ bool EngineWorker::step() {
         members.push_back(slot.get());
         budget -= slot->step_tokens.size();
     }
+}
+
+// One engine step: every decoding job's next token, plus one prompt chunk: of a prompt this step
+// finishes if one waits, else of the job that has waited longest (docs/performance.md, "Other
+// streams during a prefill"). A chunk of at most --interleave-tokens shares the step with the
+// decode tokens (one read of the weights for both). A longer one, with --decode-wait-s on, is a
+// pass of its own, and the decoding jobs step between its layers (decode_between_layers); with
+// it off, the chunk is cut to --interleave-tokens instead. Returns false when there was nothing
+// to evaluate.
+bool EngineWorker::step() {
+    std::vector<Engine::StepItem> items;
+    std::vector<Slot*> members;
+    const size_t step_tokens = size_t(engine_.max_step_tokens());
+    size_t budget = step_tokens;
+    decode_items(items, members, budget);
     const size_t n_decode = items.size();
-    // While others decode, the prompt's pass is short, so their next token does not wait for a
-    // whole pass (--interleave-tokens).
-    const size_t max = n_decode > 0 ? std::min(budget, options_.interleave_tokens) : budget;
+    const bool between_layers = options_.decode_wait_s > 0;
+    // What rides along with the decode tokens: at most --interleave-tokens of a prompt.
+    const size_t ride = std::min(budget, options_.interleave_tokens);
+    const size_t max = n_decode == 0 ? budget : between_layers ? step_tokens : ride;
     // A prompt this step finishes goes first (a short request that arrived during a long
     // prompt's pass is answered after that pass, not after the whole long prompt), then the one
     // that has waited longest; an abandoned one only when no client waits on another.
@@ -345,10 +357,12 @@ bool EngineWorker::step() {
     };
     for (auto& slot : slots_)
         if (slot->job && !slot->decoding && (!prefill || before(*slot, *prefill))) prefill = slot.get();
-    if (prefill && budget > 0) {
+    if (prefill && max > 0) {
+        std::span<const int32_t> chunk = prefill->session->next_prompt_chunk(max);
+        if (n_decode > 0 && between_layers && chunk.size() > ride) return prompt_pass_alone(*prefill, chunk);
         // (the prompt's own flag: a client that leaves does not stop a chunk that may finish
         // into the prompt cache)
-        items.push_back({prefill->session.get(), prefill->session->next_prompt_chunk(max), false, &prefill->job->stop_prefill});
+        items.push_back({prefill->session.get(), chunk, false, &prefill->job->stop_prefill});
         members.push_back(prefill);
         if (options_.live && prefill->choice == 0)
             options_.live->prompt_chunk_started(prefill->job->id, int(items.back().tokens.size()));
@@ -358,11 +372,80 @@ bool EngineWorker::step() {
     const Status st = engine_.step(items);
     ++steps_;
     if (items.size() > 1) batched_tokens_ += n_decode;
+    finish_step(members, st);
+    return true;
+}
+
+// A prompt's pass on its own while other jobs decode: they take their decode steps between its
+// layers (before the first, and then whenever one of them has waited --decode-wait-s), so none
+// waits for the whole pass.
+bool EngineWorker::prompt_pass_alone(Slot& prefill, std::span<const int32_t> chunk) {
+    const Engine::StepItem item{prefill.session.get(), chunk, false, &prefill.job->stop_prefill};
+    if (options_.live && prefill.choice == 0) options_.live->prompt_chunk_started(prefill.job->id, int(chunk.size()));
+    const Engine::BetweenLayers hook = [this](int il) { decode_between_layers(il); };
+    const Status st = engine_.step_between_layers(std::span<const Engine::StepItem>(&item, 1), hook);
+    ++steps_;
+    finish_step({&prefill}, st);
+    return true;
+}
+
+// Inside a prompt's pass (prompt_pass_alone), before layer il: the decoding jobs' step, when due.
+// The pass's slot is not decoding, so it is none of them; a job that ends here frees its slot
+// (admission waits for the pass's end).
+void EngineWorker::decode_between_layers(int il) {
+    const auto now = Clock::now();
+    if (options_.heartbeat && now - last_heartbeat_ > std::chrono::seconds(1)) {
+        options_.heartbeat();
+        last_heartbeat_ = now;
+    }
+    // logits a job has not taken yet (a next choice resumed from the prompt cache): its token first
+    for (auto& slot : slots_) {
+        if (!slot->job || !slot->decoding || slot->next_token >= 0) continue;
+        try {
+            produce_token(*slot, slot->session->logits());
+        } catch (const std::exception& e) {
+            spdlog::error("job {}: {}", slot->job->id, e.what());
+            fail(*slot, FailureKind::Internal, e.what());
+        }
+    }
+    // due before the pass's first layer (the step the pass took from them), then once a job has
+    // waited the bound since its last token
+    double waited = -1;
+    for (auto& slot : slots_)
+        if (slot->job && slot->decoding && slot->next_token >= 0)
+            waited = std::max(waited, seconds_since(slot->last_token_at));
+    if (waited < 0 || (il > 0 && waited < options_.decode_wait_s)) return;
+    std::vector<Engine::StepItem> items;
+    std::vector<Slot*> members;
+    size_t budget = size_t(engine_.max_step_tokens());
+    decode_items(items, members, budget);
+    if (items.empty()) return;
+    const Status st = engine_.step(items);
+    ++steps_;
+    ++steps_between_layers_;
+    if (items.size() > 1) batched_tokens_ += items.size();
+    finish_step(members, st);
+    // their tokens now, as the worker's loop would take them after a step of its own
+    for (Slot* slot : members) {
+        if (!slot->job || !slot->decoding || slot->next_token >= 0) continue;
+        try {
+            produce_token(*slot, slot->session->logits());
+        } catch (const std::exception& e) {
+            spdlog::error("job {}: {}", slot->job->id, e.what());
+            fail(*slot, FailureKind::Internal, e.what());
+        }
+    }
+    publish_board(false);
+}
+
+// After a step over `members`: the decoding ones have their logits (drafts verified), the prompt
+// one its chunk; a prompt that is in starts decoding.
+void EngineWorker::finish_step(const std::vector<Slot*>& members, const Status& st) {
     if (!st.ok()) {
         // A failed step (a weight read) leaves no member's state advanced: all of them fail.
         spdlog::error("engine step of {} jobs failed: {}", members.size(), st.message);
         for (Slot* slot : members) finish_failed(*slot, st);
-        return true;
+        return;
     }
     for (Slot* slot : members) {
         if (slot->decoding) {
@@ -391,7 +474,6 @@ bool EngineWorker::step() {
         }
         if (slot->job->params.max_tokens == 0) finish_ok(*slot);
     }
-    return true;
 }
 
 // After a step that evaluated [next_token, d1..dk] with every row's logits: produces tokens
@@ -565,6 +647,7 @@ void EngineWorker::publish_board(bool force) {
     v.queued = int(queue_.size());
     v.steps = steps_;
     v.batched_tokens = batched_tokens_;
+    v.steps_between_layers = steps_between_layers_;
     v.drafted = drafted_;
     v.accepted = accepted_;
     v.prompt_cache = engine_.prompt_cache_entries();

@@ -46,6 +46,10 @@ struct WorkerOptions {
     // While other jobs decode, a prompt's pass in the same step takes at most this many tokens
     // (docs/performance.md, "Other streams during a prefill").
     size_t interleave_tokens = 64;
+    // A prompt's pass longer than that runs on its own while others decode, and they take decode
+    // steps between its layers: before its first, then whenever one of them has waited this
+    // long since its last token (seconds; 0: off, the pass is cut to interleave_tokens instead).
+    double decode_wait_s = 0;
     // Test hook (--test-hold-prefill, prefill_held): while this file exists, a prompt that has
     // read a pass waits before its next. "" = none.
     std::string hold_prefill_file;
@@ -78,6 +82,10 @@ private:
     void finish_failed(Slot& slot, const Status& st);
     void retire(Slot& slot, std::optional<JobEvent> last);
     bool step();
+    void decode_items(std::vector<Engine::StepItem>& items, std::vector<Slot*>& members, size_t& budget);
+    bool prompt_pass_alone(Slot& prefill, std::span<const int32_t> chunk);
+    void decode_between_layers(int il);
+    void finish_step(const std::vector<Slot*>& members, const Status& st);
     bool prefill_held() const;
     void publish_board(bool force);
     bool emit(Job& job, JobEvent event);
@@ -99,6 +107,7 @@ private:
     std::vector<std::unique_ptr<Slot>> slots_;
     uint64_t admissions_ = 0;            // admission order (fair prefill: lowest first)
     uint64_t steps_ = 0, batched_tokens_ = 0;
+    uint64_t steps_between_layers_ = 0;  // decode steps run inside a prompt's pass
     uint64_t drafted_ = 0, accepted_ = 0;  // speculative drafts verified / kept
     Clock::time_point last_board_{};
     std::thread thread_;

@@ -144,3 +144,64 @@ TEST_CASE("a prompt resumed off the pass grid leaves a snapshot at each multiple
         CHECK(same_bits(later->logits(), cold_logits_of(dir, shares)));
     }
 }
+
+TEST_CASE("decode steps between the layers of a pass leave the pass's bits and give the decoding sequence its own") {
+    // (docs/performance.md, "Other streams during a prefill") The pass's rows wait in the
+    // activations while a decode step of another session runs in the side ones; resident and
+    // streamed (the trunk through the ring, a small expert cache lending slots to the pass).
+    const std::string dir = cached_model("tiny", kSeed);
+    auto ref = engine_with_pass(dir, 0);
+    const int V = ref->info().n_vocab;
+    const int n_layers = ref->info().n_layers;
+    const std::vector<int32_t> decode_prompt = test_prompt(6, V, 5), long_prompt = test_prompt(kPrompt, V, 6);
+    const auto expect_decode = run(*ref, decode_prompt);
+    const auto expect_long = run(*ref, long_prompt);
+    for (const bool streamed : {false, true}) {
+        CAPTURE(streamed);
+        EngineOptions o;
+        o.model_dir = dir;
+        o.threads = 2;
+        o.memory.prompt_cache_gb = 0;
+        o.memory.prefill_mb = (double(pass_cost(open_checkpoint(dir).config).bytes(16)) + 0.5) / 1e6;
+        o.memory.pass_tokens = 16;  // (a streamed pass would be sized by what it borrows too)
+        if (streamed) o.memory.trunk_gb = o.memory.cache_gb = 0.001;
+        auto e = Engine::load(o);
+        auto d = e->new_session(128), p = e->new_session(128);
+        CancelFlag cancel{false};
+        REQUIRE(d->sync(decode_prompt, cancel).ok());
+        REQUIRE(same_bits(d->logits(), expect_decode[0]));
+        // a decode step of `d` before each layer of the first passes (kDecode of them), each
+        // compared with the solo run's logits
+        int steps = 0, same = 0, failed = 0;
+        std::vector<int> layers;
+        const Engine::BetweenLayers decode_step = [&](int il) {
+            layers.push_back(il);
+            if (steps >= kDecode) return;
+            const int32_t next[1] = {argmax(d->logits())};
+            const Engine::StepItem item{d.get(), next};
+            if (!e->step(std::span<const Engine::StepItem>(&item, 1)).ok()) ++failed;
+            ++steps;
+            if (same_bits(d->logits(), expect_decode[size_t(steps)])) ++same;
+        };
+        int reused = -1, passes = 0;
+        REQUIRE(p->begin_prompt(long_prompt, &reused).ok());
+        while (p->prompt_pending() > 0) {
+            const Engine::StepItem item{p.get(), p->next_prompt_chunk(size_t(e->max_step_tokens()))};
+            REQUIRE(e->step_between_layers(std::span<const Engine::StepItem>(&item, 1), decode_step).ok());
+            p->prompt_chunk_done();
+            ++passes;
+        }
+        CHECK(passes == 3);
+        CHECK(failed == 0);
+        CHECK(steps == kDecode);
+        CHECK(same == kDecode);
+        REQUIRE(layers.size() == size_t(passes * n_layers));
+        for (size_t i = 0; i < layers.size(); ++i) CHECK(layers[i] == int(i) % n_layers);
+        // the prompt's logits, and its decode steps after it, are the solo run's
+        CHECK(same_bits(p->logits(), expect_long[0]));
+        for (int i = 0; i < kDecode; ++i) {
+            REQUIRE(p->append(argmax(p->logits()), cancel).ok());
+            CHECK(same_bits(p->logits(), expect_long[size_t(i + 1)]));
+        }
+    }
+}

@@ -357,3 +357,50 @@ TEST_CASE("netbench times a layer's exchange over 2 and 3 ranks, at the bytes pl
     CHECK(alone.exit_code == 2);
     CHECK(alone.output.find("mpirun -n 2 k3serve netbench") != std::string::npos);
 }
+
+TEST_CASE("decode steps between a long prompt's layers over 2 ranks give one process's texts") {
+    // Rank 0 drives the other ranks layer by layer; a decode step between two layers of a pass
+    // is a walk of its own through the layers, each exchange complete before the next
+    // (docs/performance.md, "Other streams during a prefill").
+    if (std::string why = mpi_missing(); !why.empty()) K3_SKIP(why);
+    const std::string model = cached_model("tiny-wide");
+    const std::vector<std::string> options = {"--parallel", "2", "--prefill-mb", "0.1", "--interleave-tokens", "2",
+                                              "--decode-wait-s", "0.000001", "--draft-max", "0"};
+    nlohmann::json long_prompt = nlohmann::json::array();
+    for (int i = 0; i < 60; ++i) long_prompt.push_back(1 + (i * 37) % 500);
+    const nlohmann::json short_body = {{"prompt", "The sea"}, {"max_tokens", 400}, {"temperature", 0}, {"ignore_eos", true}};
+    const nlohmann::json long_body = {{"prompt", long_prompt}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+    // the short request decodes when the long prompt comes
+    auto run = [&](DaemonProcess& d) {
+        std::vector<std::string> texts(2);
+        std::thread short_client([&] {
+            auto r = d.client().Post("/v1/completions", short_body.dump(), "application/json");
+            texts[0] = r && r->status == 200 ? nlohmann::json::parse(r->body)["choices"][0]["text"].dump() : "no answer";
+        });
+        auto c = d.client();
+        REQUIRE(eventually([&] {
+            auto s = c.Get("/v1/status");
+            if (!s || s->status != 200) return false;
+            const nlohmann::json active = nlohmann::json::parse(s->body)["active"];
+            return !active.empty() && active[0]["generated_tokens"].get<int>() > 0;
+        }));
+        auto r = c.Post("/v1/completions", long_body.dump(), "application/json");
+        texts[1] = r && r->status == 200 ? nlohmann::json::parse(r->body)["choices"][0]["text"].dump() : "no answer";
+        short_client.join();
+        auto slots = c.Get("/slots");
+        REQUIRE(slots);
+        return std::make_pair(texts, nlohmann::json::parse(slots->body)["steps_between_layers"].get<int>());
+    };
+    std::vector<std::string> serve_args = {model, "--port", "0", "--threads", "1"};
+    serve_args.insert(serve_args.end(), options.begin(), options.end());
+    std::vector<std::string> one;
+    {
+        DaemonProcess d(serve_args);
+        one = run(d).first;
+    }
+    DaemonProcess job = start_job(2, model, "", {}, options);
+    const auto [several, between] = run(job);
+    CHECK(several[0] == one[0]);
+    CHECK(several[1] == one[1]);
+    CHECK(between > 0);
+}

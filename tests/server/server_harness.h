@@ -57,6 +57,7 @@ public:
         wo.client_buffer_bytes = size_t(state.config.client_buffer_kb) * 1024;
         wo.abandoned_prefill_s = state.config.abandoned_prefill_s;
         wo.interleave_tokens = size_t(state.config.interleave_tokens);
+        wo.decode_wait_s = state.config.decode_wait_s;
         wo.live = &state.live;
         wo.on_io_error = [this](const std::string& why) {
             if (on_io_error) on_io_error(why);

@@ -45,7 +45,7 @@ TEST_CASE("tiny model: a short request that arrives during a long prompt is answ
     HoldFile between_passes("hold-prefill");
     const int cap = 4;
     DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--prefill-mb", "0.25",
-                     "--interleave-tokens", std::to_string(cap), "--draft-max", "0", "--test-hold-prefill",
+                     "--interleave-tokens", std::to_string(cap), "--decode-wait-s", "0", "--draft-max", "0", "--test-hold-prefill",
                      between_passes.file});
     auto status = d.client();
     int pass = 0;
@@ -92,4 +92,149 @@ TEST_CASE("tiny model: a short request that arrives during a long prompt is answ
     short_client.join();
     d.signal(SIGTERM);
     CHECK(d.wait_exit() == 0);
+}
+
+// ---- decode steps between the layers of a long prompt's pass (--decode-wait-s) ----
+
+namespace {
+
+constexpr int kTinyLayers = 13;  // the tiny model's decoder layers
+
+json completion(const json& prompt, int max_tokens) {
+    return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+}
+
+// A non-streamed completion on a thread of its own: its text lands in `text`, then `done` is set.
+std::thread complete_in_background(const DaemonProcess& d, json body, std::string& text, std::atomic<bool>& done) {
+    return std::thread([&d, body = std::move(body), &text, &done] {
+        auto c = d.client();
+        auto r = c.Post("/v1/completions", body.dump(), "application/json");
+        if (r && r->status == 200) text = json::parse(r->body)["choices"][0]["text"].get<std::string>();
+        done = true;
+    });
+}
+
+// Each request's text from a daemon that runs them one after the other, with no decode steps
+// between layers (the reference bits).
+std::vector<std::string> texts_alone(const std::string& model, const std::vector<json>& bodies) {
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "1", "--prefill-mb", "0.25", "--draft-max",
+                     "0", "--decode-wait-s", "0"});
+    auto c = d.client();
+    std::vector<std::string> out;
+    for (const json& b : bodies) {
+        auto r = c.Post("/v1/completions", b.dump(), "application/json");
+        REQUIRE(r);
+        REQUIRE(r->status == 200);
+        out.push_back(json::parse(r->body)["choices"][0]["text"].get<std::string>());
+    }
+    return out;
+}
+
+// /v1/status's running request with this many prompt tokens (null when none).
+json active_with_prompt(httplib::Client& c, int prompt_tokens) {
+    const json status = get_json(c, "/v1/status");
+    for (const json& a : status["active"])
+        if (a["prompt_tokens"] == prompt_tokens) return a;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's pass is held between two layers, "
+          "and both give the bits each gives alone") {
+    const std::string model = cached_model("tiny");
+    HoldFile in_pass("hold-pass");
+    in_pass.release();
+    // (--decode-wait-s as short as it gets: a decode step before every layer of the pass)
+    DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--prefill-mb", "0.25",
+                     "--interleave-tokens", "4", "--draft-max", "0", "--decode-wait-s", "0.000001",
+                     "--test-hold-pass", in_pass.file});
+    auto status = d.client();
+    int pass = 0;
+    REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+    REQUIRE(pass > 8);
+    const int long_total = 2 * pass + pass / 2;
+    const json short_body = completion(prompt_of(8, 250), 1000);
+    const json long_body = completion(prompt_of(long_total, 0), 5);
+
+    // the short request decodes; then the long prompt's first pass (on its own: longer than
+    // --interleave-tokens) is held before its middle layer
+    std::string short_text, long_text;
+    std::atomic<bool> short_done{false}, long_done{false};
+    std::thread short_client = complete_in_background(d, short_body, short_text, short_done);
+    REQUIRE(eventually([&] {
+        const json a = active_with_prompt(status, 8);
+        return short_done.load() || (a.is_object() && a["generated_tokens"].get<int>() > 0);
+    }));
+    REQUIRE_FALSE(short_done.load());
+    in_pass.hold();
+    std::thread long_client = complete_in_background(d, long_body, long_text, long_done);
+    REQUIRE(eventually([&] {
+        const json a = active_with_prompt(status, long_total);
+        return a.is_object() && a["prefill"]["pass"].is_object() &&
+               a["prefill"]["pass"]["layers_done"] == kTinyLayers / 2;
+    }));
+
+    // Held there, the short request runs to its end (1,000 tokens): its tokens came from decode
+    // steps between the layers (without them it would wait for the pass: this times out).
+    REQUIRE(eventually([&] { return short_done.load(); }));
+    const json held = active_with_prompt(status, long_total);
+    REQUIRE(held.is_object());
+    CHECK(held["prefill"]["chunks_done"] == 0);
+    CHECK(held["prefill"]["pass"]["number"] == 1);
+    CHECK(held["prefill"]["pass"]["layers_done"] == kTinyLayers / 2);
+    CHECK(get_json(status, "/slots")["steps_between_layers"].get<int>() > 0);
+    in_pass.release();
+    long_client.join();
+    short_client.join();
+    REQUIRE(long_done.load());
+    CHECK_FALSE(short_text.empty());
+    CHECK_FALSE(long_text.empty());
+    d.signal(SIGTERM);
+    CHECK(d.wait_exit() == 0);
+
+    const std::vector<std::string> alone = texts_alone(model, {short_body, long_body});
+    CHECK(short_text == alone[0]);
+    CHECK(long_text == alone[1]);
+}
+
+TEST_CASE("tiny model: --decode-wait-s bounds a decoding stream's wait in layers: a decode step before each pass, "
+          "and before every layer when the bound is shorter than a layer") {
+    const std::string model = cached_model("tiny");
+    const json short_body = completion(prompt_of(8, 250), 3000);
+    for (const char* wait : {"1000", "0.000001"}) {
+        CAPTURE(wait);
+        DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--prefill-mb", "0.25",
+                         "--interleave-tokens", "4", "--draft-max", "0", "--decode-wait-s", wait});
+        auto status = d.client();
+        int pass = 0;
+        REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+        REQUIRE(pass > 8);
+        // three passes, each longer than --interleave-tokens: each runs on its own
+        const int long_total = 2 * pass + pass / 2;
+        const json long_body = completion(prompt_of(long_total, 0), 1);
+
+        std::string short_text, long_text;
+        std::atomic<bool> short_done{false}, long_done{false};
+        std::thread short_client = complete_in_background(d, short_body, short_text, short_done);
+        REQUIRE(eventually([&] {
+            const json a = active_with_prompt(status, 8);
+            return short_done.load() || (a.is_object() && a["generated_tokens"].get<int>() > 0);
+        }));
+        const int between0 = get_json(status, "/slots")["steps_between_layers"];
+        std::thread long_client = complete_in_background(d, long_body, long_text, long_done);
+        long_client.join();
+        REQUIRE(long_done.load());
+        // the short request still decodes (3,000 tokens take it seconds past the long prompt)
+        const json s = get_json(status, "/v1/status");
+        REQUIRE(s["active"].size() == 1);
+        CHECK(s["last_request"]["prefill"]["chunks_done"] == 3);
+        // (the board is published with the long request's end)
+        const int between = get_json(status, "/slots")["steps_between_layers"].get<int>() - between0;
+        CHECK(between == (std::string(wait) == "1000" ? 3 : 3 * kTinyLayers));
+        short_client.join();
+        CHECK(short_text.size() > 0);
+        d.signal(SIGTERM);
+        CHECK(d.wait_exit() == 0);
+    }
 }

@@ -179,6 +179,17 @@ public:
         const CancelFlag* cancel = nullptr;
     };
     virtual Status step(std::span<const StepItem> items) = 0;
+    // step() whose pass calls `between_layers(il)` before each layer il (and while a test hold
+    // keeps it waiting): from inside it the caller may run step() for sessions that are not in
+    // this one (other streams' decode steps while a long prompt's pass is under way,
+    // docs/performance.md "Other streams during a prefill"). Such a step leaves this pass's
+    // state alone; it takes no hook of its own. The default, for engines without layers, is
+    // step() with the hook never called.
+    using BetweenLayers = std::function<void(int il)>;
+    virtual Status step_between_layers(std::span<const StepItem> items, const BetweenLayers& between_layers) {
+        (void)between_layers;
+        return step(items);
+    }
     virtual int max_step_tokens() const = 0;
     virtual std::vector<PromptCacheEntry> prompt_cache_entries() const = 0;
     // A counter that moves while the engine computes (layers evaluated since load); safe to read
