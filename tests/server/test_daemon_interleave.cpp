@@ -154,7 +154,7 @@ TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's 
     REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
     REQUIRE(pass > 8);
     const int long_total = 2 * pass + pass / 2;
-    const json short_body = completion(prompt_of(8, 250), 1000);
+    const json short_body = completion(prompt_of(8, 250), 3000);
     const json long_body = completion(prompt_of(long_total, 0), 5);
 
     // the short request decodes; then the long prompt's first pass (on its own: longer than
@@ -175,15 +175,20 @@ TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's 
                a["prefill"]["pass"]["layers_done"] == kTinyLayers / 2;
     }));
 
-    // Held there, the short request runs to its end (1,000 tokens): its tokens came from decode
-    // steps between the layers (without them it would wait for the pass: this times out).
-    REQUIRE(eventually([&] { return short_done.load(); }));
+    // Held there, the short request goes on: 100 more tokens, from decode steps between the
+    // layers (without them it waits for the pass: this times out), and the pass has not moved.
+    const int generated = active_with_prompt(status, 8)["generated_tokens"];
+    REQUIRE(eventually([&] {
+        const json a = active_with_prompt(status, 8);
+        return a.is_object() && a["generated_tokens"].get<int>() >= generated + 100;
+    }));
     const json held = active_with_prompt(status, long_total);
     REQUIRE(held.is_object());
     CHECK(held["prefill"]["chunks_done"] == 0);
     CHECK(held["prefill"]["pass"]["number"] == 1);
     CHECK(held["prefill"]["pass"]["layers_done"] == kTinyLayers / 2);
-    CHECK(get_json(status, "/slots")["steps_between_layers"].get<int>() > 0);
+    // (the board is published every 0.2 s meanwhile)
+    CHECK(eventually([&] { return get_json(status, "/slots")["steps_between_layers"].get<int>() >= 100; }));
     in_pass.release();
     long_client.join();
     short_client.join();
