@@ -3,8 +3,10 @@
 // its own; the engine's prompt cache is shared by all of them, so a job resumes from the longest
 // cached prefix of any earlier job. Each engine step evaluates the next token of every decoding
 // job together (one pass over the weights for all of them) plus, when a job is still reading
-// its prompt, one chunk of that prompt (the job that has waited longest first). Between steps
-// each job samples, turns tokens into text at UTF-8 boundaries (chat output through the chat
+// its prompt, one chunk of that prompt (the job that has waited longest first); a chunk longer
+// than interleave_tokens is a pass of its own, and the decoding jobs step between its layers
+// (decode_wait_s; docs/performance.md "Other streams during a prefill"). Between steps each
+// job samples, turns tokens into text at UTF-8 boundaries (chat output through the chat
 // parser), applies stop strings and streams JobEvents into its channel, and its cancel flag is
 // checked: a job that leaves frees its slot without touching the others.
 #pragma once
