@@ -203,5 +203,29 @@ TEST_CASE("decode steps between the layers of a pass leave the pass's bits and g
             REQUIRE(p->append(argmax(p->logits()), cancel).ok());
             CHECK(same_bits(p->logits(), expect_long[size_t(i + 1)]));
         }
+
+        // A cancel raised between layers (after a decode step there) stops the pass at that
+        // layer: the step answers Cancelled and leaves the prompt's session at a consistent
+        // prefix; the decode step stands, and the prompt read again gives the same bits.
+        auto d2 = e->new_session(128), p2 = e->new_session(128);
+        REQUIRE(d2->sync(decode_prompt, cancel).ok());
+        CancelFlag stop{false};
+        bool stepped = false;
+        const Engine::BetweenLayers step_then_cancel = [&](int il) {
+            if (il != n_layers / 2) return;
+            const int32_t next[1] = {argmax(d2->logits())};
+            const Engine::StepItem item{d2.get(), next};
+            stepped = e->step(std::span<const Engine::StepItem>(&item, 1)).ok();
+            stop = true;
+        };
+        REQUIRE(p2->begin_prompt(long_prompt, &reused).ok());
+        const Engine::StepItem first{p2.get(), p2->next_prompt_chunk(size_t(e->max_step_tokens())), false, &stop};
+        CHECK(e->step_between_layers(std::span<const Engine::StepItem>(&first, 1), step_then_cancel).code ==
+              StatusCode::Cancelled);
+        CHECK(stepped);
+        CHECK(same_bits(d2->logits(), expect_decode[1]));
+        CHECK(p2->tokens().empty());
+        REQUIRE(p2->sync(long_prompt, cancel).ok());
+        CHECK(same_bits(p2->logits(), expect_long[0]));
     }
 }
