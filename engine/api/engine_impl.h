@@ -2,6 +2,7 @@
 // threads, layouts, resident model-level tensors, scratch) and the counters. Sessions
 // (session.cpp) evaluate through it.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -27,6 +28,10 @@ public:
     Status step(std::span<const StepItem> items) override;
     Status step_between_layers(std::span<const StepItem> items, const BetweenLayers& between_layers) override;
     int max_step_tokens() const override { return model_->act.max_tokens; }
+    int max_pass_tokens_keeping_lm_head() const override {
+        const int n = model_->store.pass_tokens_keeping_lm_head();
+        return n < 0 ? model_->act.max_tokens : std::min(n, model_->act.max_tokens);
+    }
     std::vector<PromptCacheEntry> prompt_cache_entries() const override;
     uint64_t progress() const override { return model_->layers_evaluated.load(std::memory_order_relaxed); }
     // The store's load, and a failed rank of expert parallelism as a failure of the weights:

@@ -339,6 +339,8 @@ void size_prefill_pass(const ModelFootprint& model, double prefill_mb, int max_p
                                           format_mb(cost.fixed_bytes(1)) + "; raise --prefill-mb to at least " +
                                           std::to_string(int64_t(std::ceil(double(cost.bytes(1) - budget + own) / 1e6))));
     if (max_pass_tokens > 0) plan.chunk_tokens = std::min(plan.chunk_tokens, max_pass_tokens);
+    plan.chunk_tokens_keeping_lm_head =
+        std::min(plan.chunk_tokens, std::max(0, cost.tokens_within(budget - plan.pass_lm_head_bytes)));
     plan.prefill_bytes = cost.bytes(plan.chunk_tokens);
     // the slots a full pass borrows at most (the store lends no more)
     plan.pass_lent_slots = plan.loan_for(plan.prefill_bytes).cache_slots;

@@ -119,6 +119,10 @@ struct MemoryPlan {
     std::vector<int64_t> trunk_layer_sizes;  // [n_layers] each layer's allocation (streamed plans)
     int64_t trunk_layer_bytes(int il) const { return trunk_layer_sizes[size_t(il)]; }
     int max_pass_tokens = 0;         // MemoryOptions::pass_tokens (0: as many as memory allows)
+    // A pass that may not borrow the lm_head (one with decode steps between its layers: their
+    // output products need it): as many tokens as its own budget and the rest of the loan hold,
+    // at most chunk_tokens; 0 when that is not one token.
+    int chunk_tokens_keeping_lm_head = 0;
     int64_t prompt_cache_budget = 0; // the shared prompt cache (sequence states); not in need_bytes,
                                      // but the 95% refusal counts it
     std::string prompt_cache_dir;    // its disk tier ("" = none; disk, not in any RAM figure)

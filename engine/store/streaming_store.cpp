@@ -72,6 +72,9 @@ public:
     }
     const uint8_t* peek_layer(int il) override;
     io::PassLoan begin_pass(int64_t bytes, bool lm_head_lendable) override;
+    int pass_tokens_keeping_lm_head() const override {
+        return plan_.streaming ? plan_.chunk_tokens_keeping_lm_head : -1;
+    }
     void end_pass() override;
 
     WeightStoreStats stats() const override;

@@ -81,6 +81,9 @@ public:
     // after the pass. The lm_head is the model's: the loan says whether to lend it (never when
     // `lm_head_lendable` is false). The resident store lends nothing.
     virtual io::PassLoan begin_pass(int64_t /*bytes*/, bool /*lm_head_lendable*/) { return {}; }
+    // The most tokens of a pass that may not borrow the lm_head (MemoryPlan::
+    // chunk_tokens_keeping_lm_head); -1 where nothing is lent, so the pass's own size is the limit.
+    virtual int pass_tokens_keeping_lm_head() const { return -1; }
     virtual void end_pass() {}
     virtual WeightStoreStats stats() const = 0;
     // How far the load has come (k3/weights_load.h); any thread may ask.

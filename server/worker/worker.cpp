@@ -345,7 +345,10 @@ bool EngineWorker::step() {
     const bool between_layers = options_.decode_wait_s > 0;
     // What rides along with the decode tokens: at most --interleave-tokens of a prompt.
     const size_t ride = std::min(budget, options_.interleave_tokens);
-    const size_t max = n_decode == 0 ? budget : between_layers ? step_tokens : ride;
+    // A pass with decode steps between its layers keeps the lm_head, so it may hold fewer
+    // tokens than a pass of its own (Engine::max_pass_tokens_keeping_lm_head).
+    const size_t alone = size_t(std::max(0, engine_.max_pass_tokens_keeping_lm_head()));
+    const size_t max = n_decode == 0 ? budget : between_layers && alone > ride ? alone : ride;
     // A prompt this step finishes goes first (a short request that arrived during a long
     // prompt's pass is answered after that pass, not after the whole long prompt), then the one
     // that has waited longest; an abandoned one only when no client waits on another.

@@ -310,6 +310,12 @@ TEST_CASE("a pass borrows cheapest first: the cache's spare slots, the lm_head, 
     CHECK(l.bytes == 60 * slot + 40 * MB + 80 * MB);
     l = plan.loan_for(10 * MB + 60 * slot + 40 * MB + 81 * MB);
     CHECK(l.layers.size() == 3);
+    // A pass that keeps the lm_head (decode steps between its layers) holds what the rest lends,
+    // and that loan covers it: 40 tokens fewer here (the lm_head's 40 MB at 1 MB a token).
+    CHECK(plan.chunk_tokens_keeping_lm_head == plan.chunk_tokens - 40);
+    const int64_t keep_bytes = f.pass.bytes(plan.chunk_tokens_keeping_lm_head);
+    CHECK(plan.loan_for(keep_bytes, /*lm_head_lendable=*/false).bytes >= keep_bytes - 10 * MB);
+    CHECK(plan.loan_for(keep_bytes + 1 * MB, /*lm_head_lendable=*/false).bytes < keep_bytes + 1 * MB - 10 * MB);
     // A full pass borrows everything.
     l = plan.loan_for(plan.prefill_bytes);
     CHECK(l.layers.size() == 24);
@@ -322,11 +328,13 @@ TEST_CASE("a pass borrows cheapest first: the cache's spare slots, the lm_head, 
     const MemoryPlan resident = make_memory_plan(f, r, kPlenty);
     CHECK(resident.lendable_bytes() == 0);
     CHECK(resident.chunk_tokens == 10);
+    CHECK(resident.chunk_tokens_keeping_lm_head == 10);
     CHECK(resident.loan_for(resident.prefill_bytes * 2).bytes == 0);
     // --pass-tokens caps it, and the plan line says so.
     o.pass_tokens = 25;
     const MemoryPlan capped = make_memory_plan(f, o, kPlenty);
     CHECK(capped.chunk_tokens == 25);
+    CHECK(capped.chunk_tokens_keeping_lm_head == 25);
     CHECK(capped.describe_pass().find("at most 25 tokens (--pass-tokens)") != std::string::npos);
     CHECK(capped.loan_for(capped.prefill_bytes).cache_slots == capped.pass_lent_slots);
     // With lending too small for one token, the refusal names the option to change.

@@ -191,6 +191,10 @@ public:
         return step(items);
     }
     virtual int max_step_tokens() const = 0;
+    // The most tokens of a step_between_layers() pass: such a pass keeps the lm_head (its side
+    // steps' output products need it), so where a full pass would borrow it the pass is shorter,
+    // and the memory plan holds (0: not one token; the caller shares a step instead).
+    virtual int max_pass_tokens_keeping_lm_head() const { return max_step_tokens(); }
     virtual std::vector<PromptCacheEntry> prompt_cache_entries() const = 0;
     // A counter that moves while the engine computes (layers evaluated since load); safe to read
     // from any thread. The daemon's liveness check: a busy worker whose engine stops moving is
