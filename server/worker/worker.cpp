@@ -402,15 +402,7 @@ void EngineWorker::decode_between_layers(int il) {
         last_heartbeat_ = now;
     }
     // logits a job has not taken yet (a next choice resumed from the prompt cache): its token first
-    for (auto& slot : slots_) {
-        if (!slot->job || !slot->decoding || slot->next_token >= 0) continue;
-        try {
-            produce_token(*slot, slot->session->logits());
-        } catch (const std::exception& e) {
-            spdlog::error("job {}: {}", slot->job->id, e.what());
-            fail(*slot, FailureKind::Internal, e.what());
-        }
-    }
+    for (auto& slot : slots_) take_pending_token(*slot);
     // due before the pass's first layer (the step the pass took from them), then once a job has
     // waited the bound since its last token
     double waited = -1;
@@ -429,16 +421,20 @@ void EngineWorker::decode_between_layers(int il) {
     if (items.size() > 1) batched_tokens_ += items.size();
     finish_step(members, st);
     // their tokens now, as the worker's loop would take them after a step of its own
-    for (Slot* slot : members) {
-        if (!slot->job || !slot->decoding || slot->next_token >= 0) continue;
-        try {
-            produce_token(*slot, slot->session->logits());
-        } catch (const std::exception& e) {
-            spdlog::error("job {}: {}", slot->job->id, e.what());
-            fail(*slot, FailureKind::Internal, e.what());
-        }
-    }
+    for (Slot* slot : members) take_pending_token(*slot);
     publish_board(false);
+}
+
+// Between a pass's layers: a decoding job whose logits are ready takes its next token now (the
+// worker's loop does the same between its own steps); a failure fails that job alone.
+void EngineWorker::take_pending_token(Slot& slot) {
+    if (!slot.job || !slot.decoding || slot.next_token >= 0) return;
+    try {
+        produce_token(slot, slot.session->logits());
+    } catch (const std::exception& e) {
+        spdlog::error("job {}: {}", slot.job->id, e.what());
+        fail(slot, FailureKind::Internal, e.what());
+    }
 }
 
 // After a step over `members`: the decoding ones have their logits (drafts verified), the prompt

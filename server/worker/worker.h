@@ -87,6 +87,7 @@ private:
     void decode_items(std::vector<Engine::StepItem>& items, std::vector<Slot*>& members, size_t& budget);
     bool prompt_pass_alone(Slot& prefill, std::span<const int32_t> chunk);
     void decode_between_layers(int il);
+    void take_pending_token(Slot& slot);
     void finish_step(const std::vector<Slot*>& members, const Status& st);
     bool prefill_held() const;
     void publish_board(bool force);
