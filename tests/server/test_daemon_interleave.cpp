@@ -31,6 +31,13 @@ json prompt_of(int n, int salt) {
 // The passes a prompt of `total` tokens takes after its first pass of `pass` tokens when every
 // later one is capped at `cap` tokens: a pass also ends at each multiple of `pass`, where the
 // prompt leaves a snapshot (docs/performance.md, "Prefill passes").
+// The plan's prefill pass in tokens, as /metrics gives it once the daemon is up.
+int planned_pass_tokens(httplib::Client& status) {
+    int pass = 0;
+    REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+    return pass;
+}
+
 int capped_passes(int total, int pass, int cap) {
     int passes = 1;
     for (int pos = pass; pos < total; ++passes) pos = std::min({pos + cap, (pos / pass + 1) * pass, total});
@@ -48,8 +55,7 @@ TEST_CASE("tiny model: a short request that arrives during a long prompt is answ
                      "--interleave-tokens", std::to_string(cap), "--decode-wait-s", "0", "--draft-max", "0", "--test-hold-prefill",
                      between_passes.file});
     auto status = d.client();
-    int pass = 0;
-    REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+    const int pass = planned_pass_tokens(status);
     REQUIRE(pass > 2 * cap);
     const int long_total = 4 * pass + pass / 2;
 
@@ -138,6 +144,12 @@ json active_with_prompt(httplib::Client& c, int prompt_tokens) {
     return nullptr;
 }
 
+// That request is running and has produced a token.
+bool has_generated(httplib::Client& c, int prompt_tokens) {
+    const json a = active_with_prompt(c, prompt_tokens);
+    return a.is_object() && a["generated_tokens"].get<int>() > 0;
+}
+
 }  // namespace
 
 TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's pass is held between two layers, "
@@ -150,8 +162,7 @@ TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's 
                      "--interleave-tokens", "4", "--draft-max", "0", "--decode-wait-s", "0.000001",
                      "--test-hold-pass", in_pass.file});
     auto status = d.client();
-    int pass = 0;
-    REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+    const int pass = planned_pass_tokens(status);
     REQUIRE(pass > 8);
     const int long_total = 2 * pass + pass / 2;
     const json short_body = completion(prompt_of(8, 250), 3000);
@@ -162,10 +173,7 @@ TEST_CASE("tiny model: a decoding stream takes its tokens while a long prompt's 
     std::string short_text, long_text;
     std::atomic<bool> short_done{false}, long_done{false};
     std::thread short_client = complete_in_background(d, short_body, short_text, short_done);
-    REQUIRE(eventually([&] {
-        const json a = active_with_prompt(status, 8);
-        return short_done.load() || (a.is_object() && a["generated_tokens"].get<int>() > 0);
-    }));
+    REQUIRE(eventually([&] { return short_done.load() || has_generated(status, 8); }));
     REQUIRE_FALSE(short_done.load());
     in_pass.hold();
     std::thread long_client = complete_in_background(d, long_body, long_text, long_done);
@@ -212,8 +220,7 @@ TEST_CASE("tiny model: --decode-wait-s bounds a decoding stream's wait in layers
         DaemonProcess d({model, "--port", "0", "--threads", "1", "--parallel", "2", "--prefill-mb", "0.25",
                          "--interleave-tokens", "4", "--draft-max", "0", "--decode-wait-s", wait});
         auto status = d.client();
-        int pass = 0;
-        REQUIRE(eventually([&] { return (pass = int(metric_value(status, "k3serve:prefill_pass_tokens"))) > 0; }));
+        const int pass = planned_pass_tokens(status);
         REQUIRE(pass > 8);
         // three passes, each longer than --interleave-tokens: each runs on its own
         const int long_total = 2 * pass + pass / 2;
@@ -222,10 +229,7 @@ TEST_CASE("tiny model: --decode-wait-s bounds a decoding stream's wait in layers
         std::string short_text, long_text;
         std::atomic<bool> short_done{false}, long_done{false};
         std::thread short_client = complete_in_background(d, short_body, short_text, short_done);
-        REQUIRE(eventually([&] {
-            const json a = active_with_prompt(status, 8);
-            return short_done.load() || (a.is_object() && a["generated_tokens"].get<int>() > 0);
-        }));
+        REQUIRE(eventually([&] { return short_done.load() || has_generated(status, 8); }));
         const int between0 = get_json(status, "/slots")["steps_between_layers"];
         std::thread long_client = complete_in_background(d, long_body, long_text, long_done);
         long_client.join();
